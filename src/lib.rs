@@ -1,0 +1,74 @@
+//! A [`reqwest-middleware`](reqwest_middleware) middleware that makes a
+//! reqwest client polite and bounded when a server pushes back.
+//!
+//! [`RetryAfterMiddleware`] intercepts `429 Too Many Requests` (and `503`
+//! with `Retry-After`), asks a pure [planner] whether and when to retry, and
+//! waits on [`tokio::time::Instant`] under an absolute per-task
+//! [`Deadline`]. It never sends before the server's `Retry-After`, never
+//! clamps a long server delay down (it stops instead, with a stable code),
+//! never retries a non-idempotent request unless the caller supplied an
+//! [`IdempotencyKey`], and never retries a transport error or timeout whose
+//! outcome is unknown.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use reqwest_backpressure::{Deadline, Policy, RetryAfterMiddleware, RetryReport};
+//!
+//! # async fn run() -> Result<(), reqwest_middleware::Error> {
+//! let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+//!     .with(RetryAfterMiddleware::new(Policy::default()))
+//!     .build();
+//! let r = client
+//!     .get("http://localhost:8080/")
+//!     .with_extension(Deadline::after(Duration::from_secs(10)))
+//!     .send()
+//!     .await?;
+//! if let Some(reason) = r.extensions().get::<RetryReport>().and_then(|r| r.stop_reason()) {
+//!     eprintln!("gave up: {}", reason.code());
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! # Stop codes
+//!
+//! A task that stops retrying returns the last real response (the `429`
+//! itself) with a [`RetryReport`] whose [`StopReason::code`] is one of these
+//! stable strings: `retry_not_authorized_by_contract`, `body_not_replayable`,
+//! `attempt_budget_exhausted`, `deadline_exhausted`, `invalid_retry_after`,
+//! `missing_retry_after`, `wait_budget_exhausted`, `retry_budget_exhausted`.
+//! Things that never reached the server are an [`Error`] with its own
+//! [`code`](Error::code).
+//!
+//! # Features
+//!
+//! - `tracing` (default): one `tracing` event per retry decision. Events
+//!   carry the origin (`scheme://host:port`), status, attempt, decision and
+//!   code, and the `Retry-After` value truncated to 64 characters; never
+//!   another header value, a path or a query string.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![warn(
+    missing_docs,
+    missing_debug_implementations,
+    rust_2018_idioms,
+    unreachable_pub
+)]
+#![forbid(unsafe_code)]
+
+mod error;
+mod extensions;
+mod middleware;
+pub mod planner;
+mod policy;
+mod retry_after;
+pub mod store;
+
+pub use error::Error;
+pub use extensions::{Attempt, Deadline, IdempotencyKey, RetryReport};
+pub use middleware::{IDEMPOTENCY_KEY, RetryAfterMiddleware, is_idempotent};
+pub use planner::StopReason;
+pub use policy::{Fallback, InvalidPolicy, Policy};
+pub use retry_after::{
+    Hint, InvalidReason, InvalidRetryAfter, MAX_RETRY_AFTER_LEN, RetryAfter, parse_retry_after,
+    server_date,
+};
+pub use store::{MemoryStore, Store};

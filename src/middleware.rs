@@ -1,0 +1,348 @@
+//! The middleware: clones, sends, sleeps, and asks the planner.
+
+use std::time::{Duration, SystemTime};
+
+use http::header::{HeaderName, HeaderValue};
+use http::{Extensions, Method, StatusCode};
+use reqwest::{Request, Response};
+use reqwest_middleware::{Middleware, Next};
+use tokio::time::Instant;
+
+use crate::error::Error;
+use crate::extensions::{Attempt, Deadline, IdempotencyKey, RetryReport};
+use crate::planner::{Claim, Decision, Planner, Pushback, StopReason, TaskState};
+use crate::policy::{InvalidPolicy, Policy};
+use crate::retry_after::{Hint, server_date};
+use crate::store::{LeaseToken, MemoryStore, Store, far_future};
+
+/// The `Idempotency-Key` request header (IETF httpapi draft).
+pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+
+/// A [`reqwest_middleware::Middleware`] that retries pushed-back requests
+/// (`429`, and `503` with `Retry-After`) no earlier than the server allows,
+/// within bounded budgets and an absolute per-task deadline.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use reqwest_backpressure::{Deadline, IdempotencyKey, Policy, RetryAfterMiddleware, RetryReport};
+///
+/// # async fn run() -> Result<(), reqwest_middleware::Error> {
+/// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+///     .with(RetryAfterMiddleware::new(Policy::default()))
+///     .build();
+///
+/// // Idempotent: retried on 429 within the budgets and the deadline.
+/// let r = client
+///     .get("http://localhost:8080/items")
+///     .with_extension(Deadline::after(Duration::from_secs(10)))
+///     .send()
+///     .await?;
+///
+/// // Not idempotent: retried only because the caller supplied a key.
+/// let r = client
+///     .post("http://localhost:8080/orders")
+///     .with_extension(IdempotencyKey::new("order-42"))
+///     .send()
+///     .await?;
+/// let report = r.extensions().get::<RetryReport>().expect("always present");
+/// println!("{} attempts, stop: {:?}", report.attempts(), report.stop_reason().map(|s| s.code()));
+/// # Ok(()) }
+/// ```
+///
+/// Place it *before* `reqwest-tracing`'s middleware (so each attempt gets its
+/// own span, with the [`Attempt`] extension to read) and do not combine it
+/// with another retry middleware on the same statuses.
+#[derive(Debug)]
+pub struct RetryAfterMiddleware<S = MemoryStore> {
+    planner: Result<Planner, InvalidPolicy>,
+    store: S,
+}
+
+impl Default for RetryAfterMiddleware<MemoryStore> {
+    fn default() -> Self {
+        Self::new(Policy::default())
+    }
+}
+
+impl RetryAfterMiddleware<MemoryStore> {
+    /// The middleware with `policy` and an in-memory store.
+    ///
+    /// An invalid policy never panics: the middleware then refuses every
+    /// request with [`Error::InvalidPolicy`] and sends nothing. Use
+    /// [`try_new`](Self::try_new) to find out at build time.
+    #[must_use]
+    pub fn new(policy: Policy) -> Self {
+        Self::with_store(policy, MemoryStore::new())
+    }
+
+    /// The middleware with `policy`, or why the policy is invalid.
+    pub fn try_new(policy: Policy) -> Result<Self, InvalidPolicy> {
+        Self::try_with_store(policy, MemoryStore::new())
+    }
+}
+
+impl<S: Store> RetryAfterMiddleware<S> {
+    /// The middleware with `policy` and `store` (see [`new`](RetryAfterMiddleware::new)
+    /// for an invalid policy).
+    #[must_use]
+    pub fn with_store(policy: Policy, store: S) -> Self {
+        let planner = Planner::new(policy);
+        #[cfg(feature = "tracing")]
+        if let Err(e) = &planner {
+            tracing::error!(error = %e, "reqwest-backpressure: invalid policy; every request will be refused");
+        }
+        RetryAfterMiddleware { planner, store }
+    }
+
+    /// The middleware with `policy` and `store`, or why the policy is invalid.
+    pub fn try_with_store(policy: Policy, store: S) -> Result<Self, InvalidPolicy> {
+        Ok(RetryAfterMiddleware {
+            planner: Ok(Planner::new(policy)?),
+            store,
+        })
+    }
+
+    /// The store holding this middleware's shared state.
+    #[must_use]
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+}
+
+/// Whether `method` is idempotent (RFC 9110 §9.2.2).
+#[must_use]
+pub fn is_idempotent(method: &Method) -> bool {
+    matches!(
+        *method,
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE
+    )
+}
+
+/// Frees a key's lease when the task ends in any way: success, error, or
+/// the future being dropped mid-wait.
+struct LeaseGuard<'a, S: Store> {
+    store: &'a S,
+    key: String,
+    token: LeaseToken,
+}
+
+impl<S: Store> Drop for LeaseGuard<'_, S> {
+    fn drop(&mut self) {
+        self.store.release(&self.key, self.token);
+    }
+}
+
+/// `scheme://host:port` of a URL: what logs and store keys may carry
+/// (never a path's query, user info or fragment).
+pub(crate) fn origin_of(url: &reqwest::Url) -> String {
+    format!(
+        "{}://{}:{}",
+        url.scheme(),
+        url.host_str().unwrap_or(""),
+        url.port_or_known_default().unwrap_or(0)
+    )
+}
+
+#[async_trait::async_trait]
+impl<S: Store> Middleware for RetryAfterMiddleware<S> {
+    async fn handle(
+        &self,
+        mut req: Request,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> reqwest_middleware::Result<Response> {
+        let planner = match &self.planner {
+            Ok(p) => p,
+            Err(e) => return Err(Error::InvalidPolicy(e.clone()).into()),
+        };
+        let start = Instant::now();
+        let deadline = match extensions.get::<Deadline>() {
+            Some(d) => d.instant(),
+            None => start
+                .checked_add(planner.policy().get_default_deadline())
+                .unwrap_or_else(|| far_future(start)),
+        };
+        if start >= deadline {
+            return Err(Error::DeadlineExhausted.into());
+        }
+
+        // The task key: the extension (sent as a header unless one is set),
+        // else an `Idempotency-Key` header the caller set themselves.
+        if let Some(key) = extensions.get::<IdempotencyKey>() {
+            if !req.headers().contains_key(&IDEMPOTENCY_KEY) {
+                let value = HeaderValue::from_str(key.as_str())
+                    .map_err(|_| Error::InvalidIdempotencyKey)?;
+                req.headers_mut().insert(IDEMPOTENCY_KEY, value);
+            }
+        }
+        let key = req
+            .headers()
+            .get(&IDEMPOTENCY_KEY)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        let retry_authorized = is_idempotent(req.method()) || key.is_some();
+        let origin = origin_of(req.url());
+
+        let _lease = match key {
+            Some(key) => {
+                let lease_key = format!("{origin} {key}");
+                let ttl = deadline.saturating_duration_since(start);
+                match self.store.acquire(&lease_key, ttl).await {
+                    Ok(Some(token)) => Some(LeaseGuard {
+                        store: &self.store,
+                        key: lease_key,
+                        token,
+                    }),
+                    Ok(None) => return Err(Error::AlreadyActive.into()),
+                    Err(e) => return Err(Error::Store(e).into()),
+                }
+            }
+            None => None,
+        };
+
+        let mut task = TaskState::new(deadline);
+        let mut waited = Duration::ZERO;
+        let mut retry_at = None;
+        let mut original = Some(req);
+        let mut last: Option<Response> = None;
+        loop {
+            let attempt = match planner.claim(&mut task, Instant::now()) {
+                Claim::Send { attempt } => attempt,
+                Claim::Stop(reason) => return finish(last, &task, waited, Some(reason), retry_at),
+                // Unreachable with this loop: every wait is followed by a
+                // claim at or after its time, and no attempt is in flight.
+                Claim::NotYet(_) | Claim::Active | Claim::NothingPlanned => {
+                    return finish(
+                        last,
+                        &task,
+                        waited,
+                        Some(StopReason::DeadlineExhausted),
+                        retry_at,
+                    );
+                }
+            };
+            let Some(pending) = original.take() else {
+                return finish(
+                    last,
+                    &task,
+                    waited,
+                    Some(StopReason::BodyNotReplayable),
+                    retry_at,
+                );
+            };
+            // Keep a copy for a retry unless this is the last attempt. A
+            // streaming body cannot be copied: it is sent once, and a
+            // pushback then stops with `body_not_replayable`.
+            let mut this = if attempt < planner.policy().get_max_attempts() {
+                match pending.try_clone() {
+                    Some(copy) => {
+                        original = Some(pending);
+                        copy
+                    }
+                    None => pending,
+                }
+            } else {
+                pending
+            };
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let timeout = this.timeout_mut();
+            *timeout = Some(timeout.map_or(remaining, |t| t.min(remaining)));
+            extensions.insert(Attempt::new(attempt));
+
+            // A transport error or timeout has an unknown outcome: it is
+            // returned as is, never treated as a pushback.
+            let response = next.clone().run(this, extensions).await?;
+            let status = response.status();
+            if !planner.policy().is_retry_status(status) {
+                planner.finish(&mut task);
+                return finish(Some(response), &task, waited, None, None);
+            }
+
+            let received_at = SystemTime::now();
+            let hint = Hint::from_headers(response.headers());
+            let pushback = Pushback {
+                hint,
+                server_now: server_date(response.headers()).unwrap_or(received_at),
+                received_at,
+                retry_authorized,
+                body_replayable: original.is_some()
+                    || attempt >= planner.policy().get_max_attempts(),
+                fallback_allowed: status == StatusCode::TOO_MANY_REQUESTS,
+            };
+            retry_at = pushback.retry_at();
+            let now = Instant::now();
+            let decision = planner.plan(&mut task, &pushback, now, fastrand::u64(..));
+            log_decision(&origin, &response, attempt, &hint, &decision);
+            match decision {
+                Decision::Stop(reason) => {
+                    return finish(Some(response), &task, waited, Some(reason), retry_at);
+                }
+                Decision::Wait { until, .. } => {
+                    // Keep the pushed-back response: if the retry cannot be
+                    // claimed after all, the caller gets what the server said.
+                    last = Some(response);
+                    tokio::time::sleep_until(until).await;
+                    waited += now.elapsed();
+                }
+            }
+        }
+    }
+}
+
+fn finish(
+    response: Option<Response>,
+    task: &TaskState,
+    waited: Duration,
+    stop_reason: Option<StopReason>,
+    retry_at: Option<SystemTime>,
+) -> reqwest_middleware::Result<Response> {
+    // `response` is `None` only if no attempt was ever sent, and the first
+    // claim of a task whose deadline is in the future always succeeds.
+    let mut response = response.ok_or(Error::DeadlineExhausted)?;
+    response.extensions_mut().insert(RetryReport {
+        attempts: task.attempts(),
+        waited,
+        stop_reason,
+        retry_at,
+    });
+    Ok(response)
+}
+
+#[cfg(feature = "tracing")]
+fn log_decision(origin: &str, response: &Response, attempt: u32, hint: &Hint, decision: &Decision) {
+    use http::header::RETRY_AFTER;
+    // Only `Retry-After`, truncated, ever leaves as a header value.
+    let retry_after = response
+        .headers()
+        .get(RETRY_AFTER)
+        .map(|v| {
+            let v = String::from_utf8_lossy(v.as_bytes());
+            v.chars().take(64).collect::<String>()
+        })
+        .unwrap_or_default();
+    match decision {
+        Decision::Wait { until, delay } => tracing::debug!(
+            origin,
+            status = response.status().as_u16(),
+            hint = hint.kind(),
+            retry_after = %retry_after,
+            attempt,
+            decision = "wait",
+            delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+            wait_ms = u64::try_from(until.saturating_duration_since(Instant::now()).as_millis()).unwrap_or(u64::MAX),
+            "reqwest-backpressure: retry planned"
+        ),
+        Decision::Stop(reason) => tracing::info!(
+            origin,
+            status = response.status().as_u16(),
+            hint = hint.kind(),
+            retry_after = %retry_after,
+            attempt,
+            decision = "stop",
+            code = reason.code(),
+            "reqwest-backpressure: not retrying"
+        ),
+    }
+}
+
+#[cfg(not(feature = "tracing"))]
+fn log_decision(_: &str, _: &Response, _: u32, _: &Hint, _: &Decision) {}

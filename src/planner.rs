@@ -1,0 +1,481 @@
+//! The pure planner: one decision per pushed-back attempt.
+//!
+//! Why pure? The questions "may this task retry, and when?" have exact
+//! answers that depend only on the policy, the task's state, what the server
+//! said and the current time. Keeping them free of I/O, clocks and sleeps
+//! makes every row of the decision table testable with fixed times and no
+//! runtime, and lets the same rules drive this crate's middleware, a queue
+//! consumer, or another HTTP client.
+//!
+//! Time is always an argument: `now` is a [`tokio::time::Instant`] for
+//! waiting, and wall-clock times ([`SystemTime`]) only ever turn an
+//! HTTP-date into a delay.
+//!
+//! ```
+//! use std::time::{Duration, SystemTime};
+//! use tokio::time::Instant;
+//! use reqwest_backpressure::planner::{Decision, Planner, Pushback, TaskState};
+//! use reqwest_backpressure::{Hint, Policy};
+//!
+//! let planner = Planner::new(Policy::default().jitter(Duration::ZERO)).unwrap();
+//! let t0 = Instant::now();
+//! let mut task = TaskState::new(t0 + Duration::from_secs(30));
+//! assert!(planner.claim(&mut task, t0).is_send());          // first send
+//!
+//! let wall = SystemTime::now();
+//! let pushback = Pushback::new(Hint::Delay(Duration::from_secs(5)), wall);
+//! match planner.plan(&mut task, &pushback, t0, 0) {
+//!     Decision::Wait { until, .. } => assert_eq!(until, t0 + Duration::from_secs(5)),
+//!     Decision::Stop(reason) => panic!("stopped: {}", reason.code()),
+//! }
+//! assert!(!planner.claim(&mut task, t0 + Duration::from_secs(4)).is_send()); // not before the server's time
+//! assert!(planner.claim(&mut task, t0 + Duration::from_secs(5)).is_send());
+//! ```
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::fmt;
+use std::hash::Hash;
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
+
+use crate::policy::{Fallback, InvalidPolicy, Policy};
+use crate::retry_after::Hint;
+
+/// Why a task stopped retrying. The [`code`](StopReason::code) strings are
+/// stable: match on them in logs and dashboards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StopReason {
+    /// The method is not idempotent (RFC 9110 §9.2.2) and the request has no
+    /// idempotency key. Code `retry_not_authorized_by_contract`.
+    RetryNotAuthorizedByContract,
+    /// The request body is a stream and cannot be sent again. Code
+    /// `body_not_replayable`.
+    BodyNotReplayable,
+    /// `max_attempts` sends were made. Code `attempt_budget_exhausted`.
+    AttemptBudgetExhausted,
+    /// The task's deadline has passed, or the retry could not be sent before
+    /// it. Code `deadline_exhausted`.
+    DeadlineExhausted,
+    /// `Retry-After` was present but invalid; never guessed at. Code
+    /// `invalid_retry_after`.
+    InvalidRetryAfter,
+    /// `Retry-After` was missing and the policy does not retry without it.
+    /// Code `missing_retry_after`.
+    MissingRetryAfter,
+    /// The server's delay exceeds `max_wait`, or the total wait would exceed
+    /// `max_total_wait`. Code `wait_budget_exhausted`.
+    WaitBudgetExhausted,
+    /// The client-wide retry budget is empty. Code `retry_budget_exhausted`.
+    RetryBudgetExhausted,
+}
+
+impl StopReason {
+    /// The stable snake_case code of this reason.
+    #[must_use]
+    pub const fn code(&self) -> &'static str {
+        match self {
+            StopReason::RetryNotAuthorizedByContract => "retry_not_authorized_by_contract",
+            StopReason::BodyNotReplayable => "body_not_replayable",
+            StopReason::AttemptBudgetExhausted => "attempt_budget_exhausted",
+            StopReason::DeadlineExhausted => "deadline_exhausted",
+            StopReason::InvalidRetryAfter => "invalid_retry_after",
+            StopReason::MissingRetryAfter => "missing_retry_after",
+            StopReason::WaitBudgetExhausted => "wait_budget_exhausted",
+            StopReason::RetryBudgetExhausted => "retry_budget_exhausted",
+        }
+    }
+}
+
+impl fmt::Display for StopReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.code())
+    }
+}
+
+/// The planner's answer to a pushed-back attempt.
+#[must_use]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Retry, not before `until`.
+    Wait {
+        /// The earliest instant the retry may be sent.
+        until: Instant,
+        /// The server's delay (or the fallback delay), without jitter.
+        delay: Duration,
+    },
+    /// Do not retry.
+    Stop(StopReason),
+}
+
+/// The answer to "may this task send now?".
+#[must_use]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// Send now; this is attempt number `attempt` (1 for the first send).
+    Send {
+        /// 1-based number of the attempt being claimed.
+        attempt: u32,
+    },
+    /// Too early: the planned retry is not due before this instant.
+    NotYet(Instant),
+    /// An attempt of this task is already in flight.
+    Active,
+    /// The last attempt finished and no retry is planned: the task is over.
+    NothingPlanned,
+    /// The task must not send again.
+    Stop(StopReason),
+}
+
+impl Claim {
+    /// Whether the claim allows sending now.
+    #[must_use]
+    pub fn is_send(&self) -> bool {
+        matches!(self, Claim::Send { .. })
+    }
+}
+
+/// What a pushed-back response told the planner.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pushback {
+    /// What the response's `Retry-After` said.
+    pub hint: Hint,
+    /// The time a `Retry-After` date is measured from: the response's valid
+    /// `Date` when it has one, else the local wall-clock receive time.
+    pub server_now: SystemTime,
+    /// The local wall-clock time the response was received; the report's
+    /// `retry_at` is this plus the delay.
+    pub received_at: SystemTime,
+    /// Whether retrying is allowed by the request's contract (an idempotent
+    /// method, or an idempotency key).
+    pub retry_authorized: bool,
+    /// Whether the request can be sent again (its body is not a stream).
+    pub body_replayable: bool,
+    /// Whether a missing `Retry-After` falls back to the policy's
+    /// [`Fallback`] (true for `429`), or stops (other statuses).
+    pub fallback_allowed: bool,
+}
+
+impl Pushback {
+    /// A pushback for an authorised, replayable `429` received at
+    /// `received_at`, with no `Date` header.
+    #[must_use]
+    pub fn new(hint: Hint, received_at: SystemTime) -> Self {
+        Pushback {
+            hint,
+            server_now: received_at,
+            received_at,
+            retry_authorized: true,
+            body_replayable: true,
+            fallback_allowed: true,
+        }
+    }
+
+    /// The delay the server asked for, if it gave a valid one.
+    #[must_use]
+    pub fn server_delay(&self) -> Option<Duration> {
+        match self.hint {
+            Hint::Delay(d) => Some(d),
+            Hint::At(at) => Some(at.duration_since(self.server_now).unwrap_or(Duration::ZERO)),
+            Hint::Missing | Hint::Invalid(_) => None,
+        }
+    }
+
+    /// The server's earliest retry time on the local wall clock, when it
+    /// gave one (and it is representable).
+    #[must_use]
+    pub fn retry_at(&self) -> Option<SystemTime> {
+        self.server_delay()
+            .and_then(|d| self.received_at.checked_add(d))
+    }
+}
+
+/// The state of one task: attempts made, time waited, its deadline and its
+/// planned retry. Plain data; the planner's methods update it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskState {
+    deadline: Instant,
+    attempts: u32,
+    waited: Duration,
+    ready_at: Option<Instant>,
+    active: bool,
+}
+
+impl TaskState {
+    /// A task that has sent nothing yet and must finish before `deadline`.
+    #[must_use]
+    pub fn new(deadline: Instant) -> Self {
+        TaskState {
+            deadline,
+            attempts: 0,
+            waited: Duration::ZERO,
+            ready_at: None,
+            active: false,
+        }
+    }
+
+    /// Sends claimed so far (the first send counts).
+    #[must_use]
+    pub fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// Total waiting planned so far.
+    #[must_use]
+    pub fn waited(&self) -> Duration {
+        self.waited
+    }
+
+    /// The absolute deadline of the task.
+    #[must_use]
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// The planned retry time, if a retry is planned and not yet claimed.
+    #[must_use]
+    pub fn ready_at(&self) -> Option<Instant> {
+        self.ready_at
+    }
+
+    /// Whether an attempt is in flight.
+    #[must_use]
+    pub fn is_active(&self) -> bool {
+        self.active
+    }
+}
+
+/// The decision table over a validated [`Policy`].
+#[derive(Debug, Clone)]
+pub struct Planner {
+    policy: Policy,
+}
+
+impl Planner {
+    /// A planner for `policy`, which must be valid.
+    pub fn new(policy: Policy) -> Result<Self, InvalidPolicy> {
+        policy.validate()?;
+        Ok(Planner { policy })
+    }
+
+    /// The policy this planner applies.
+    #[must_use]
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// Decides what to do after an attempt of `task` was pushed back at
+    /// `now`. The rows of the decision table, in order:
+    ///
+    /// | condition | outcome |
+    /// |---|---|
+    /// | not authorised by contract | `retry_not_authorized_by_contract` |
+    /// | body not replayable | `body_not_replayable` |
+    /// | attempts ≥ `max_attempts` | `attempt_budget_exhausted` |
+    /// | `now` ≥ deadline | `deadline_exhausted` |
+    /// | `Retry-After` invalid | `invalid_retry_after` |
+    /// | `Retry-After` missing | fallback delay, or `missing_retry_after` |
+    /// | delay > `max_wait`, or total > `max_total_wait` | `wait_budget_exhausted` |
+    /// | ready (+ `send_reserve`) ≥ deadline | `deadline_exhausted` |
+    /// | otherwise | wait until `max(now + delay + jitter, planned ready)` |
+    ///
+    /// `jitter_seed` is a uniformly random `u64` chosen by the caller; the
+    /// jitter added is `seed / 2^64 × policy.jitter`, trimmed so it never
+    /// pushes a retry that fits past the deadline. Jitter only ever adds.
+    /// The client-wide retry budget (`retry_budget_exhausted`) is checked
+    /// by the caller after a `Wait`, since it lives in shared state.
+    pub fn plan(
+        &self,
+        task: &mut TaskState,
+        pushback: &Pushback,
+        now: Instant,
+        jitter_seed: u64,
+    ) -> Decision {
+        let p = &self.policy;
+        // The pushed-back attempt is over.
+        task.active = false;
+        let stop = |task: &mut TaskState, reason| {
+            task.ready_at = None;
+            Decision::Stop(reason)
+        };
+        if !pushback.retry_authorized {
+            return stop(task, StopReason::RetryNotAuthorizedByContract);
+        }
+        if !pushback.body_replayable {
+            return stop(task, StopReason::BodyNotReplayable);
+        }
+        if task.attempts >= p.max_attempts {
+            return stop(task, StopReason::AttemptBudgetExhausted);
+        }
+        if now >= task.deadline {
+            return stop(task, StopReason::DeadlineExhausted);
+        }
+        let delay = match pushback.hint {
+            Hint::Invalid(_) => return stop(task, StopReason::InvalidRetryAfter),
+            Hint::Missing => match p.missing_retry_after {
+                Fallback::Delay(d) if pushback.fallback_allowed => d,
+                _ => return stop(task, StopReason::MissingRetryAfter),
+            },
+            Hint::Delay(_) | Hint::At(_) => pushback.server_delay().unwrap_or(Duration::MAX),
+        };
+        if delay > p.max_wait {
+            return stop(task, StopReason::WaitBudgetExhausted);
+        }
+        let Some(base) = now.checked_add(delay) else {
+            return stop(task, StopReason::WaitBudgetExhausted);
+        };
+        // A second event for a task with a planned retry keeps the later time.
+        let base = task.ready_at.map_or(base, |r| r.max(base));
+        let Some(latest) = task.deadline.checked_sub(p.send_reserve) else {
+            return stop(task, StopReason::DeadlineExhausted);
+        };
+        let wait = base.saturating_duration_since(now);
+        if task.waited.saturating_add(wait) > p.max_total_wait {
+            return stop(task, StopReason::WaitBudgetExhausted);
+        }
+        if base >= latest {
+            return stop(task, StopReason::DeadlineExhausted);
+        }
+        let jitter = scale(p.jitter, jitter_seed).min(
+            latest
+                .saturating_duration_since(base)
+                .saturating_sub(Duration::from_nanos(1)),
+        );
+        let jitter = jitter.min(
+            p.max_total_wait
+                .saturating_sub(task.waited.saturating_add(wait)),
+        );
+        let until = base + jitter;
+        task.waited = task
+            .waited
+            .saturating_add(until.saturating_duration_since(now));
+        task.ready_at = Some(until);
+        Decision::Wait { until, delay }
+    }
+
+    /// Claims the right to send an attempt of `task` at `now`: the first
+    /// send, or a planned retry that is due. Checks the deadline and the
+    /// attempt budget again, just before sending.
+    pub fn claim(&self, task: &mut TaskState, now: Instant) -> Claim {
+        if task.active {
+            return Claim::Active;
+        }
+        if let Some(ready) = task.ready_at {
+            if now < ready {
+                return Claim::NotYet(ready);
+            }
+        } else if task.attempts > 0 {
+            return Claim::NothingPlanned;
+        }
+        if now >= task.deadline {
+            task.ready_at = None;
+            return Claim::Stop(StopReason::DeadlineExhausted);
+        }
+        if task.attempts >= self.policy.max_attempts {
+            task.ready_at = None;
+            return Claim::Stop(StopReason::AttemptBudgetExhausted);
+        }
+        task.ready_at = None;
+        task.active = true;
+        task.attempts += 1;
+        Claim::Send {
+            attempt: task.attempts,
+        }
+    }
+
+    /// Marks the in-flight attempt of `task` as finished without a
+    /// pushback (a success, another status, or a transport error).
+    pub fn finish(&self, task: &mut TaskState) {
+        task.active = false;
+        task.ready_at = None;
+    }
+}
+
+/// `d × seed / 2^64`, exact in integer arithmetic.
+fn scale(d: Duration, seed: u64) -> Duration {
+    let nanos = (d.as_nanos().min(u128::from(u64::MAX)) * u128::from(seed)) >> 64;
+    Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+}
+
+/// A second task with a key that is already running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("a task with this key is already active")]
+pub struct AlreadyActive;
+
+/// Keyed tasks over a [`Planner`]: one state entry per key, which exists
+/// only between [`begin`](KeyedPlanner::begin) and
+/// [`end`](KeyedPlanner::end). For callers that receive pushback as events
+/// (queue consumers, other clients); the middleware keeps its task state on
+/// its own stack and its key leases in a [`Store`](crate::store::Store).
+#[derive(Debug)]
+pub struct KeyedPlanner<K> {
+    planner: Planner,
+    tasks: HashMap<K, TaskState>,
+}
+
+impl<K: Hash + Eq> KeyedPlanner<K> {
+    /// An empty set of tasks under `planner`.
+    #[must_use]
+    pub fn new(planner: Planner) -> Self {
+        KeyedPlanner {
+            planner,
+            tasks: HashMap::new(),
+        }
+    }
+
+    /// Starts the task `key` with its `deadline`; a key already running is
+    /// refused.
+    pub fn begin(&mut self, key: K, deadline: Instant) -> Result<(), AlreadyActive> {
+        match self.tasks.entry(key) {
+            Entry::Occupied(_) => Err(AlreadyActive),
+            Entry::Vacant(v) => {
+                v.insert(TaskState::new(deadline));
+                Ok(())
+            }
+        }
+    }
+
+    /// [`Planner::claim`] for `key`; `None` if the key is not running.
+    pub fn claim(&mut self, key: &K, now: Instant) -> Option<Claim> {
+        let task = self.tasks.get_mut(key)?;
+        Some(self.planner.claim(task, now))
+    }
+
+    /// [`Planner::plan`] for `key`; `None` if the key is not running. A
+    /// second pushback for a task with a planned retry keeps the later time.
+    pub fn plan(
+        &mut self,
+        key: &K,
+        pushback: &Pushback,
+        now: Instant,
+        jitter_seed: u64,
+    ) -> Option<Decision> {
+        let task = self.tasks.get_mut(key)?;
+        Some(self.planner.plan(task, pushback, now, jitter_seed))
+    }
+
+    /// The state of `key`, if running.
+    #[must_use]
+    pub fn get(&self, key: &K) -> Option<&TaskState> {
+        self.tasks.get(key)
+    }
+
+    /// Ends the task `key`, freeing its entry.
+    pub fn end(&mut self, key: &K) -> Option<TaskState> {
+        self.tasks.remove(key)
+    }
+
+    /// Number of running tasks.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.tasks.len()
+    }
+
+    /// Whether no task is running.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.tasks.is_empty()
+    }
+}

@@ -1,0 +1,232 @@
+//! The policy: limits and switches, plain data, validated once.
+//!
+//! Why limits on by default? A client that waits as long as any server says,
+//! or retries as often as it is pushed back, turns one overloaded server into
+//! many stalled callers. Every bound here is finite out of the box, and each
+//! default is the number the design's source articles settled on.
+
+use std::time::Duration;
+
+use http::StatusCode;
+
+/// What to do with a pushed-back response that has no `Retry-After`.
+///
+/// This is a local policy, not a server promise; it applies to `429` only.
+/// Any other retry status without `Retry-After` stops with
+/// `missing_retry_after`, since a `503` without it is an outage, not a
+/// rate limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fallback {
+    /// Wait this long (plus jitter), within all the other budgets.
+    Delay(Duration),
+    /// Do not retry; the task stops with `missing_retry_after`.
+    Stop,
+}
+
+/// Limits and switches of [`RetryAfterMiddleware`](crate::RetryAfterMiddleware).
+///
+/// Built with consuming setters from [`Policy::default()`] and validated once
+/// with [`Policy::validate`] (which
+/// [`RetryAfterMiddleware::try_new`](crate::RetryAfterMiddleware::try_new) calls).
+///
+/// ```
+/// use std::time::Duration;
+/// use reqwest_backpressure::{Fallback, Policy};
+///
+/// let policy = Policy::default()
+///     .max_attempts(4)
+///     .max_wait(Duration::from_secs(30))
+///     .missing_retry_after(Fallback::Stop);
+/// assert!(policy.validate().is_ok());
+/// assert!(Policy::default().max_attempts(0).validate().is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    pub(crate) max_attempts: u32,
+    pub(crate) max_wait: Duration,
+    pub(crate) max_total_wait: Duration,
+    pub(crate) default_deadline: Duration,
+    pub(crate) missing_retry_after: Fallback,
+    pub(crate) jitter: Duration,
+    pub(crate) send_reserve: Duration,
+    pub(crate) statuses: Vec<StatusCode>,
+}
+
+impl Default for Policy {
+    /// - `max_attempts`: 3 (the first send and two retries): enough to ride
+    ///   out a window boundary, few enough that a task gives up while its
+    ///   caller still cares.
+    /// - `max_wait`: 60 s per server delay: a rate-limit window is rarely
+    ///   longer; a longer delay is a server asking to be left alone, and the
+    ///   task stops (`wait_budget_exhausted`) rather than waits less.
+    /// - `max_total_wait`: 120 s: two full `max_wait`s.
+    /// - `default_deadline`: 120 s for requests without a [`Deadline`](crate::Deadline).
+    /// - `missing_retry_after`: `Fallback::Delay(2 s)`: one short, jittered
+    ///   pause, within every other budget.
+    /// - `jitter`: up to 250 ms added (never subtracted) to each wait, so
+    ///   tasks told the same second do not return in the same millisecond.
+    /// - `send_reserve`: 100 ms: a retry planned to leave later than
+    ///   `deadline - send_reserve` could not finish, so it is not planned.
+    /// - `statuses`: `429` and `503`.
+    fn default() -> Self {
+        Policy {
+            max_attempts: 3,
+            max_wait: Duration::from_secs(60),
+            max_total_wait: Duration::from_secs(120),
+            default_deadline: Duration::from_secs(120),
+            missing_retry_after: Fallback::Delay(Duration::from_secs(2)),
+            jitter: Duration::from_millis(250),
+            send_reserve: Duration::from_millis(100),
+            statuses: vec![
+                StatusCode::TOO_MANY_REQUESTS,
+                StatusCode::SERVICE_UNAVAILABLE,
+            ],
+        }
+    }
+}
+
+impl Policy {
+    /// Most sends for one task, counting the first (≥ 1; 1 turns retries off).
+    #[must_use]
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.max_attempts = n;
+        self
+    }
+
+    /// The longest single server delay the task accepts. A longer one stops
+    /// the task with `wait_budget_exhausted`; it is never clamped down.
+    #[must_use]
+    pub fn max_wait(mut self, d: Duration) -> Self {
+        self.max_wait = d;
+        self
+    }
+
+    /// The most time one task may spend waiting, over all its retries.
+    #[must_use]
+    pub fn max_total_wait(mut self, d: Duration) -> Self {
+        self.max_total_wait = d;
+        self
+    }
+
+    /// The deadline of a task whose request carries no
+    /// [`Deadline`](crate::Deadline), counted from when the middleware sees it.
+    #[must_use]
+    pub fn default_deadline(mut self, d: Duration) -> Self {
+        self.default_deadline = d;
+        self
+    }
+
+    /// What to do with a `429` without `Retry-After`.
+    #[must_use]
+    pub fn missing_retry_after(mut self, fallback: Fallback) -> Self {
+        self.missing_retry_after = fallback;
+        self
+    }
+
+    /// Upper bound of the random delay added to each wait; `Duration::ZERO`
+    /// turns jitter off. Jitter is only ever added: no retry leaves before
+    /// the server's time.
+    #[must_use]
+    pub fn jitter(mut self, d: Duration) -> Self {
+        self.jitter = d;
+        self
+    }
+
+    /// Time kept free before the deadline for the retry itself: a retry
+    /// ready later than `deadline - send_reserve` is not planned.
+    #[must_use]
+    pub fn send_reserve(mut self, d: Duration) -> Self {
+        self.send_reserve = d;
+        self
+    }
+
+    /// The response statuses that are push-back (default `429`, `503`).
+    /// Each must be a 4xx or 5xx status.
+    #[must_use]
+    pub fn statuses(mut self, statuses: impl IntoIterator<Item = StatusCode>) -> Self {
+        self.statuses = statuses.into_iter().collect();
+        self.statuses.sort_unstable();
+        self.statuses.dedup();
+        self
+    }
+
+    /// Checks that the limits are usable and consistent.
+    pub fn validate(&self) -> Result<(), InvalidPolicy> {
+        use InvalidPolicy as E;
+        if self.max_attempts == 0 {
+            return Err(E::ZeroAttempts);
+        }
+        if self.max_wait.is_zero() {
+            return Err(E::ZeroBudget("max_wait"));
+        }
+        if self.max_total_wait.is_zero() {
+            return Err(E::ZeroBudget("max_total_wait"));
+        }
+        if self.default_deadline.is_zero() {
+            return Err(E::ZeroBudget("default_deadline"));
+        }
+        if self.max_wait > self.max_total_wait {
+            return Err(E::Inconsistent("max_wait exceeds max_total_wait"));
+        }
+        if self.send_reserve >= self.default_deadline {
+            return Err(E::Inconsistent(
+                "send_reserve leaves nothing of default_deadline",
+            ));
+        }
+        if let Fallback::Delay(d) = self.missing_retry_after {
+            if d > self.max_wait {
+                return Err(E::Inconsistent("fallback delay exceeds max_wait"));
+            }
+        }
+        if self.statuses.is_empty() {
+            return Err(E::NoStatuses);
+        }
+        if let Some(s) = self
+            .statuses
+            .iter()
+            .find(|s| !(s.is_client_error() || s.is_server_error()))
+        {
+            return Err(E::NotAnErrorStatus(s.as_u16()));
+        }
+        Ok(())
+    }
+
+    /// Whether `status` is one of the push-back statuses.
+    #[must_use]
+    pub fn is_retry_status(&self, status: StatusCode) -> bool {
+        self.statuses.contains(&status)
+    }
+
+    /// The `max_attempts` setting.
+    #[must_use]
+    pub fn get_max_attempts(&self) -> u32 {
+        self.max_attempts
+    }
+
+    /// The `default_deadline` setting.
+    #[must_use]
+    pub fn get_default_deadline(&self) -> Duration {
+        self.default_deadline
+    }
+}
+
+/// A [`Policy`] that cannot be used, found by [`Policy::validate`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvalidPolicy {
+    /// `max_attempts` is 0: not even the first send would be allowed.
+    #[error("max_attempts must be at least 1")]
+    ZeroAttempts,
+    /// A budget that must be positive is zero.
+    #[error("{0} must be greater than zero")]
+    ZeroBudget(&'static str),
+    /// Two limits contradict each other.
+    #[error("inconsistent policy: {0}")]
+    Inconsistent(&'static str),
+    /// No push-back status is configured.
+    #[error("statuses must name at least one status")]
+    NoStatuses,
+    /// A configured status is not 4xx or 5xx.
+    #[error("status {0} is not a 4xx or 5xx status")]
+    NotAnErrorStatus(u16),
+}
