@@ -1,3 +1,5 @@
+use std::time::SystemTime;
+
 use crate::policy::InvalidPolicy;
 use crate::store::StoreError;
 
@@ -36,6 +38,14 @@ pub enum Error {
     /// sent. Code `invalid_idempotency_key`.
     #[error("the idempotency key is not a valid header value")]
     InvalidIdempotencyKey,
+    /// The origin's gate (a `Retry-After` another task received, or the
+    /// paced queue behind it) holds the origin past this task's deadline or
+    /// `max_wait`; nothing was sent. Code `origin_gate_closed`.
+    #[error("the origin asked clients to wait past this request's deadline")]
+    OriginGateClosed {
+        /// When the gate opens, on the local wall clock.
+        retry_at: Option<SystemTime>,
+    },
     /// The store could not answer and the policy fails closed; nothing was
     /// sent. Code `store_unavailable`.
     #[error(transparent)]
@@ -51,7 +61,18 @@ impl Error {
             Error::DeadlineExhausted => "deadline_exhausted",
             Error::InvalidPolicy(_) => "invalid_policy",
             Error::InvalidIdempotencyKey => "invalid_idempotency_key",
+            Error::OriginGateClosed { .. } => "origin_gate_closed",
             Error::Store(_) => "store_unavailable",
+        }
+    }
+
+    /// When the server said the origin may be tried again, if this error
+    /// carries it.
+    #[must_use]
+    pub fn retry_at(&self) -> Option<SystemTime> {
+        match self {
+            Error::OriginGateClosed { retry_at } => *retry_at,
+            _ => None,
         }
     }
 }

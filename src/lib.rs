@@ -57,6 +57,7 @@
 mod error;
 mod extensions;
 mod middleware;
+mod pacing;
 pub mod planner;
 mod policy;
 mod retry_after;
@@ -65,6 +66,7 @@ pub mod store;
 pub use error::Error;
 pub use extensions::{Attempt, Deadline, IdempotencyKey, RetryReport};
 pub use middleware::{IDEMPOTENCY_KEY, RetryAfterMiddleware, is_idempotent};
+pub use pacing::RetryBudget;
 pub use planner::StopReason;
 pub use policy::{Fallback, InvalidPolicy, Policy};
 pub use retry_after::{

@@ -10,10 +10,11 @@ use tokio::time::Instant;
 
 use crate::error::Error;
 use crate::extensions::{Attempt, Deadline, IdempotencyKey, RetryReport};
+use crate::pacing::Admission;
 use crate::planner::{Claim, Decision, Planner, Pushback, StopReason, TaskState};
 use crate::policy::{InvalidPolicy, Policy};
 use crate::retry_after::{Hint, server_date};
-use crate::store::{LeaseToken, MemoryStore, Store, far_future};
+use crate::store::{LeaseToken, MemoryStore, Outcome, Store, StoreError, far_future};
 
 /// The `Idempotency-Key` request header (IETF httpapi draft).
 pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
@@ -199,15 +200,43 @@ impl<S: Store> Middleware for RetryAfterMiddleware<S> {
             None => None,
         };
 
+        let run = Run {
+            policy: planner.policy(),
+            store: &self.store,
+            origin: &origin,
+            deadline,
+        };
         let mut task = TaskState::new(deadline);
         let mut waited = Duration::ZERO;
         let mut retry_at = None;
         let mut original = Some(req);
         let mut last: Option<Response> = None;
         loop {
+            // Wait at the origin's gate and for a paced slot: no attempt is
+            // spent here.
+            let gate_wait = Instant::now();
+            match run.admit(last.is_none()).await {
+                Ok(()) => {}
+                Err(Refusal::Gate { retry_at, .. }) if last.is_none() => {
+                    return Err(Error::OriginGateClosed { retry_at }.into());
+                }
+                Err(Refusal::Gate { by_deadline, .. }) => {
+                    let reason = if by_deadline {
+                        StopReason::DeadlineExhausted
+                    } else {
+                        StopReason::WaitBudgetExhausted
+                    };
+                    return finish(last, &task, waited, Some(reason), retry_at);
+                }
+                Err(Refusal::Store(e)) => return Err(Error::Store(e).into()),
+            }
+            waited += gate_wait.elapsed();
+
             let attempt = match planner.claim(&mut task, Instant::now()) {
                 Claim::Send { attempt } => attempt,
-                Claim::Stop(reason) => return finish(last, &task, waited, Some(reason), retry_at),
+                Claim::Stop(reason) => {
+                    return finish(last, &task, waited, Some(reason), retry_at);
+                }
                 // Unreachable with this loop: every wait is followed by a
                 // claim at or after its time, and no attempt is in flight.
                 Claim::NotYet(_) | Claim::Active | Claim::NothingPlanned => {
@@ -232,7 +261,7 @@ impl<S: Store> Middleware for RetryAfterMiddleware<S> {
             // Keep a copy for a retry unless this is the last attempt. A
             // streaming body cannot be copied: it is sent once, and a
             // pushback then stops with `body_not_replayable`.
-            let mut this = if attempt < planner.policy().get_max_attempts() {
+            let mut this = if attempt < run.policy.max_attempts {
                 match pending.try_clone() {
                     Some(copy) => {
                         original = Some(pending);
@@ -252,8 +281,9 @@ impl<S: Store> Middleware for RetryAfterMiddleware<S> {
             // returned as is, never treated as a pushback.
             let response = next.clone().run(this, extensions).await?;
             let status = response.status();
-            if !planner.policy().is_retry_status(status) {
+            if !run.policy.is_retry_status(status) {
                 planner.finish(&mut task);
+                run.record(Outcome::Admitted).await?;
                 return finish(Some(response), &task, waited, None, None);
             }
 
@@ -264,13 +294,29 @@ impl<S: Store> Middleware for RetryAfterMiddleware<S> {
                 server_now: server_date(response.headers()).unwrap_or(received_at),
                 received_at,
                 retry_authorized,
-                body_replayable: original.is_some()
-                    || attempt >= planner.policy().get_max_attempts(),
+                body_replayable: original.is_some() || attempt >= run.policy.max_attempts,
                 fallback_allowed: status == StatusCode::TOO_MANY_REQUESTS,
             };
             retry_at = pushback.retry_at();
+            let server_delay = pushback.server_delay();
+            run.record(Outcome::Pushback {
+                retry_in: server_delay,
+            })
+            .await?;
             let now = Instant::now();
-            let decision = planner.plan(&mut task, &pushback, now, fastrand::u64(..));
+            let mut decision = planner.plan(&mut task, &pushback, now, fastrand::u64(..));
+            // Retries the server gave no time for spend the client-wide
+            // budget; a retry at the server's own time does not.
+            if matches!(decision, Decision::Wait { .. }) && server_delay.is_none() {
+                let allowed = self
+                    .store
+                    .withdraw_retry(&run.policy.retry_budget)
+                    .await
+                    .map_err(Error::Store)?;
+                if !allowed {
+                    decision = Decision::Stop(StopReason::RetryBudgetExhausted);
+                }
+            }
             log_decision(&origin, &response, attempt, &hint, &decision);
             match decision {
                 Decision::Stop(reason) => {
@@ -278,13 +324,87 @@ impl<S: Store> Middleware for RetryAfterMiddleware<S> {
                 }
                 Decision::Wait { until, .. } => {
                     // Keep the pushed-back response: if the retry cannot be
-                    // claimed after all, the caller gets what the server said.
+                    // sent after all, the caller gets what the server said.
                     last = Some(response);
                     tokio::time::sleep_until(until).await;
                     waited += now.elapsed();
                 }
             }
         }
+    }
+}
+
+/// Why a task may not send to its origin.
+enum Refusal {
+    /// The gate holds the origin past the task's limits.
+    Gate {
+        /// When the gate opens.
+        retry_at: Option<SystemTime>,
+        /// Whether the deadline (not `max_wait`) was the tighter limit.
+        by_deadline: bool,
+    },
+    Store(StoreError),
+}
+
+/// One task's view of its origin's shared state.
+struct Run<'a, S> {
+    policy: &'a Policy,
+    store: &'a S,
+    origin: &'a str,
+    deadline: Instant,
+}
+
+impl<S: Store> Run<'_, S> {
+    /// Waits until the origin admits this task: the gate is open and its
+    /// paced slot has come. Refused when that is later than the task can
+    /// wait (its deadline less `send_reserve`, and `max_wait`).
+    async fn admit(&self, first: bool) -> Result<(), Refusal> {
+        let pacing = self.policy.pacing_config();
+        loop {
+            let now = Instant::now();
+            let latest = self
+                .deadline
+                .saturating_duration_since(now)
+                .saturating_sub(self.policy.send_reserve)
+                .min(self.policy.max_wait);
+            let admission = self
+                .store
+                .admit(
+                    self.origin,
+                    pacing,
+                    &self.policy.retry_budget,
+                    latest,
+                    first,
+                )
+                .await
+                .map_err(Refusal::Store)?;
+            match admission {
+                Admission::Now => return Ok(()),
+                Admission::Refused { gate } => {
+                    return Err(Refusal::Gate {
+                        retry_at: SystemTime::now().checked_add(gate),
+                        by_deadline: latest < self.policy.max_wait,
+                    });
+                }
+                Admission::Wait(d) => {
+                    // Measured from after the store's answer, never early.
+                    tokio::time::sleep(d).await;
+                    // A probe rejected while we slept closed the gate again:
+                    // queue anew instead of following it into the rejection.
+                    match self.store.gate(self.origin).await.map_err(Refusal::Store)? {
+                        None => return Ok(()),
+                        Some(_) => continue,
+                    }
+                }
+            }
+        }
+    }
+
+    async fn record(&self, outcome: Outcome) -> Result<(), Error> {
+        self.store
+            .record(self.origin, self.policy.pacing_config(), outcome)
+            .await
+            .map_err(Error::Store)
     }
 }
 

@@ -40,6 +40,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
+pub use crate::pacing::{Admission, BudgetState, OriginState, PacingConfig, RetryBudget};
 use crate::policy::{Fallback, InvalidPolicy, Policy};
 use crate::retry_after::Hint;
 

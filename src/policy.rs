@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use http::StatusCode;
 
+use crate::pacing::{PacingConfig, RetryBudget};
+
 /// What to do with a pushed-back response that has no `Retry-After`.
 ///
 /// This is a local policy, not a server promise; it applies to `429` only.
@@ -40,7 +42,7 @@ pub enum Fallback {
 /// assert!(policy.validate().is_ok());
 /// assert!(Policy::default().max_attempts(0).validate().is_err());
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Policy {
     pub(crate) max_attempts: u32,
     pub(crate) max_wait: Duration,
@@ -50,6 +52,9 @@ pub struct Policy {
     pub(crate) jitter: Duration,
     pub(crate) send_reserve: Duration,
     pub(crate) statuses: Vec<StatusCode>,
+    pub(crate) origin_gate: bool,
+    pub(crate) pacing: bool,
+    pub(crate) retry_budget: RetryBudget,
 }
 
 impl Default for Policy {
@@ -68,6 +73,12 @@ impl Default for Policy {
     /// - `send_reserve`: 100 ms: a retry planned to leave later than
     ///   `deadline - send_reserve` could not finish, so it is not planned.
     /// - `statuses`: `429` and `503`.
+    /// - `origin_gate`: on. A server's `Retry-After` applies to its whole
+    ///   origin: requests not yet rejected would only join the burst.
+    /// - `pacing`: on. The queue behind a reopened gate leaves at the rate
+    ///   the origin was seen to admit, not all at once.
+    /// - `retry_budget`: [`RetryBudget::default()`] (20% of first sends plus
+    ///   10 a second), spent only by retries the server gave no time for.
     fn default() -> Self {
         Policy {
             max_attempts: 3,
@@ -81,6 +92,9 @@ impl Default for Policy {
                 StatusCode::TOO_MANY_REQUESTS,
                 StatusCode::SERVICE_UNAVAILABLE,
             ],
+            origin_gate: true,
+            pacing: true,
+            retry_budget: RetryBudget::default(),
         }
     }
 }
@@ -150,6 +164,41 @@ impl Policy {
         self
     }
 
+    /// Whether a valid `Retry-After` holds every request to the same origin
+    /// (scheme, host, port) until the server's time. Waiting at the gate
+    /// spends no attempt; a task whose deadline or `max_wait` cannot cover
+    /// the gate fails at once without sending
+    /// ([`Error::OriginGateClosed`](crate::Error::OriginGateClosed)).
+    #[must_use]
+    pub fn origin_gate(mut self, on: bool) -> Self {
+        self.origin_gate = on;
+        self
+    }
+
+    /// Whether requests queued behind a reopened gate are released no faster
+    /// than the origin was seen to admit (needs `origin_gate`).
+    #[must_use]
+    pub fn pacing(mut self, on: bool) -> Self {
+        self.pacing = on;
+        self
+    }
+
+    /// The client-wide budget for retries the server gave no time for; see
+    /// [`RetryBudget`]. An empty budget stops a task with
+    /// `retry_budget_exhausted`.
+    #[must_use]
+    pub fn retry_budget(mut self, budget: RetryBudget) -> Self {
+        self.retry_budget = budget;
+        self
+    }
+
+    pub(crate) fn pacing_config(&self) -> PacingConfig {
+        PacingConfig {
+            gate: self.origin_gate,
+            pace: self.origin_gate && self.pacing,
+        }
+    }
+
     /// Checks that the limits are usable and consistent.
     pub fn validate(&self) -> Result<(), InvalidPolicy> {
         use InvalidPolicy as E;
@@ -178,6 +227,10 @@ impl Policy {
                 return Err(E::Inconsistent("fallback delay exceeds max_wait"));
             }
         }
+        if self.pacing && !self.origin_gate {
+            return Err(E::Inconsistent("pacing needs origin_gate"));
+        }
+        self.retry_budget.validate().map_err(E::Inconsistent)?;
         if self.statuses.is_empty() {
             return Err(E::NoStatuses);
         }

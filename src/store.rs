@@ -1,5 +1,5 @@
 //! Where shared state lives: key leases (one running task per idempotency
-//! key).
+//! key), origin gates and pacing, and the retry budget.
 //!
 //! Why a trait? One process keeps its state in memory ([`MemoryStore`], the
 //! default). Many worker processes hitting the same API need one view of it,
@@ -15,6 +15,21 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::time::Instant;
+
+use crate::pacing::{Admission, BudgetState, OriginState, PacingConfig, RetryBudget};
+
+/// What an answer from an origin means for its shared state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The origin admitted the request (any status that is not pushback).
+    Admitted,
+    /// The origin pushed back; `retry_in` is the server's time from now,
+    /// when it gave a valid one.
+    Pushback {
+        /// How long from now the server asked to wait.
+        retry_in: Option<Duration>,
+    },
+}
 
 /// Proof of holding the lease of a key, returned by [`Store::acquire`] and
 /// given back to [`Store::release`]. A release with a stale token (the
@@ -55,6 +70,39 @@ pub trait Store: Send + Sync + 'static {
     /// Gives the lease back. Called from `Drop` (a finished, failed or
     /// cancelled task), so it must not block for long and cannot fail.
     fn release(&self, key: &str, token: LeaseToken);
+
+    /// A task asks to send to `origin` and accepts to wait at most `latest`.
+    /// Applies [`OriginState::admit`] atomically; `first` sends also deposit
+    /// into the retry budget.
+    fn admit(
+        &self,
+        origin: &str,
+        pacing: PacingConfig,
+        budget: &RetryBudget,
+        latest: Duration,
+        first: bool,
+    ) -> impl Future<Output = Result<Admission, StoreError>> + Send;
+
+    /// How long the gate of `origin` stays closed from now, if it is closed.
+    fn gate(
+        &self,
+        origin: &str,
+    ) -> impl Future<Output = Result<Option<Duration>, StoreError>> + Send;
+
+    /// Records what `origin` answered ([`OriginState::on_success`] or
+    /// [`OriginState::on_pushback`]), atomically.
+    fn record(
+        &self,
+        origin: &str,
+        pacing: PacingConfig,
+        outcome: Outcome,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Takes one retry from the client-wide budget; `false` when it is empty.
+    fn withdraw_retry(
+        &self,
+        budget: &RetryBudget,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send;
 }
 
 #[derive(Debug)]
@@ -79,10 +127,37 @@ pub struct MemoryStore {
     inner: Arc<MemoryInner>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct MemoryInner {
     leases: Mutex<HashMap<String, Lease>>,
     next_token: AtomicU64,
+    epoch: Instant,
+    origins: Mutex<HashMap<String, OriginState>>,
+    budget: Mutex<Option<BudgetState>>,
+}
+
+impl Default for MemoryInner {
+    fn default() -> Self {
+        MemoryInner {
+            leases: Mutex::default(),
+            next_token: AtomicU64::new(0),
+            epoch: Instant::now(),
+            origins: Mutex::default(),
+            budget: Mutex::default(),
+        }
+    }
+}
+
+/// Origins kept before idle ones are swept.
+const ORIGINS_SWEEP_AT: usize = 1024;
+/// An origin whose gate is open, whose queue is empty and that nobody used
+/// for this long is forgotten.
+const ORIGIN_IDLE: Duration = Duration::from_secs(300);
+
+/// Locks a mutex whose data stays consistent even if a holder panicked
+/// (every update under these locks is a single assignment).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl MemoryStore {
@@ -93,13 +168,54 @@ impl MemoryStore {
     }
 
     fn leases(&self) -> MutexGuard<'_, HashMap<String, Lease>> {
-        // A panic while holding the lock cannot leave a lease half-written
-        // (every update is a single insert or remove), so a poisoned map is
-        // still consistent.
-        self.inner
-            .leases
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.inner.leases)
+    }
+
+    fn now(&self) -> Duration {
+        Instant::now().saturating_duration_since(self.inner.epoch)
+    }
+
+    /// Number of origins with gate or pacing state.
+    #[must_use]
+    pub fn origins(&self) -> usize {
+        lock(&self.inner.origins).len()
+    }
+
+    /// The current pace of `origin` (`scheme://host:port`) in requests per
+    /// second, 0 when it is not paced; `None` for an unknown origin.
+    #[must_use]
+    pub fn origin_rate(&self, origin: &str) -> Option<f64> {
+        lock(&self.inner.origins).get(origin).map(OriginState::rate)
+    }
+
+    fn admit_now(
+        &self,
+        origin: &str,
+        pacing: PacingConfig,
+        budget: &RetryBudget,
+        latest: Duration,
+        first: bool,
+    ) -> Admission {
+        let now = self.now();
+        if first && budget.enabled {
+            lock(&self.inner.budget)
+                .get_or_insert_with(|| BudgetState::new(budget, now))
+                .deposit(budget, now);
+        }
+        if !pacing.gate {
+            return Admission::Now;
+        }
+        let mut origins = lock(&self.inner.origins);
+        if let Some(state) = origins.get_mut(origin) {
+            return state.admit(pacing, now, latest);
+        }
+        if origins.len() >= ORIGINS_SWEEP_AT {
+            origins.retain(|_, s| !s.is_idle(now, ORIGIN_IDLE));
+        }
+        let mut state = OriginState::new(now);
+        let admission = state.admit(pacing, now, latest);
+        origins.insert(origin.to_owned(), state);
+        admission
     }
 
     /// Number of keys whose lease is held (tasks running with a key).
@@ -149,6 +265,67 @@ impl Store for MemoryStore {
         if leases.get(key).is_some_and(|l| l.token == token.0) {
             leases.remove(key);
         }
+    }
+
+    fn admit(
+        &self,
+        origin: &str,
+        pacing: PacingConfig,
+        budget: &RetryBudget,
+        latest: Duration,
+        first: bool,
+    ) -> impl Future<Output = Result<Admission, StoreError>> + Send {
+        std::future::ready(Ok(self.admit_now(origin, pacing, budget, latest, first)))
+    }
+
+    fn gate(
+        &self,
+        origin: &str,
+    ) -> impl Future<Output = Result<Option<Duration>, StoreError>> + Send {
+        let now = self.now();
+        let gate = lock(&self.inner.origins)
+            .get(origin)
+            .and_then(|s| s.gate_until(now))
+            .map(|until| until.saturating_sub(now));
+        std::future::ready(Ok(gate))
+    }
+
+    fn record(
+        &self,
+        origin: &str,
+        pacing: PacingConfig,
+        outcome: Outcome,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        if pacing.gate {
+            let now = self.now();
+            let mut origins = lock(&self.inner.origins);
+            if !origins.contains_key(origin) {
+                origins.insert(origin.to_owned(), OriginState::new(now));
+            }
+            let Some(state) = origins.get_mut(origin) else {
+                return std::future::ready(Ok(()));
+            };
+            match outcome {
+                Outcome::Admitted => state.on_success(now),
+                Outcome::Pushback { retry_in } => {
+                    state.on_pushback(pacing, now, retry_in.and_then(|d| now.checked_add(d)));
+                }
+            }
+        }
+        std::future::ready(Ok(()))
+    }
+
+    fn withdraw_retry(
+        &self,
+        budget: &RetryBudget,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        let ok = !budget.enabled || {
+            let now = self.now();
+            lock(&self.inner.budget)
+                .get_or_insert_with(|| BudgetState::new(budget, now))
+                .withdraw(budget, now)
+        };
+        std::future::ready(Ok(ok))
     }
 }
 

@@ -1,0 +1,475 @@
+//! A self-contained tour of `reqwest-backpressure` against a local server that
+//! pushes back, printed as one timeline.
+//!
+//! ```text
+//! cargo run --example demo
+//! RUST_LOG=reqwest_backpressure=debug cargo run --example demo   # plus the middleware's own events
+//! ```
+//!
+//! Each scenario runs against its own embedded server on 127.0.0.1 (its own
+//! origin, so the scenarios are independent) and all of them run at once.
+//! The server prints every arrival; the client prints how each call ended.
+//! The demo checks every outcome and exits non-zero if one is not what the
+//! contract says, so it doubles as a smoke test.
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use futures_util::future::join_all;
+use reqwest::Method;
+use reqwest_backpressure::{Deadline, IdempotencyKey, Policy, RetryAfterMiddleware, RetryReport};
+use reqwest_middleware::ClientWithMiddleware;
+use tokio::time::Instant;
+use wiremock::matchers::any;
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+/// The jitter of the demo's policy: small, so the timeline stays readable.
+const JITTER: Duration = Duration::from_millis(100);
+
+/// What the scripted server answers, one entry per arrival (the last repeats).
+#[derive(Debug, Clone, Copy)]
+enum Reply {
+    /// A final answer with this status.
+    Status(u16),
+    /// A push-back: this status with `Retry-After: <value>`.
+    PushBack(u16, &'static str),
+    /// A `429` whose `Retry-After` is an HTTP-date this many seconds ahead.
+    PushBackUntil(u64),
+}
+
+/// One scenario: a request, the server's script, and the expected outcome.
+struct Scenario {
+    label: &'static str,
+    method: Method,
+    path: &'static str,
+    key: Option<&'static str>,
+    deadline: Duration,
+    replies: Vec<Reply>,
+    server_says: &'static str,
+    expect_status: u16,
+    expect_attempts: u32,
+    /// `None`: success (no stop reason).
+    expect_code: Option<&'static str>,
+    expect_text: &'static str,
+}
+
+fn scenarios() -> Vec<Scenario> {
+    use Reply::*;
+    vec![
+        Scenario {
+            label: "a",
+            method: Method::GET,
+            path: "/items",
+            key: None,
+            deadline: Duration::from_secs(5),
+            replies: vec![PushBack(429, "1"), Status(200)],
+            server_says: "429 Retry-After: 1, then 200",
+            expect_status: 200,
+            expect_attempts: 2,
+            expect_code: None,
+            expect_text: "retried after >= 1 s: 200",
+        },
+        Scenario {
+            label: "b",
+            method: Method::POST,
+            path: "/orders",
+            key: None,
+            deadline: Duration::from_secs(5),
+            replies: vec![PushBack(429, "1"), Status(201)],
+            server_says: "429 Retry-After: 1, then 201",
+            expect_status: 429,
+            expect_attempts: 1,
+            expect_code: Some("retry_not_authorized_by_contract"),
+            expect_text: "POST without a key: not retried",
+        },
+        Scenario {
+            label: "c",
+            method: Method::POST,
+            path: "/orders",
+            key: Some("order-42"),
+            deadline: Duration::from_secs(5),
+            replies: vec![PushBack(429, "1"), Status(201)],
+            server_says: "429 Retry-After: 1, then 201",
+            expect_status: 201,
+            expect_attempts: 2,
+            expect_code: None,
+            expect_text: "IdempotencyKey order-42: retried, 201",
+        },
+        Scenario {
+            label: "d",
+            method: Method::GET,
+            path: "/slow",
+            key: None,
+            deadline: Duration::from_millis(1500),
+            replies: vec![PushBack(429, "2"), Status(200)],
+            server_says: "429 Retry-After: 2",
+            expect_status: 429,
+            expect_attempts: 1,
+            expect_code: Some("deadline_exhausted"),
+            expect_text: "deadline 1.5 s < 2 s: stops, no wait",
+        },
+        Scenario {
+            label: "e",
+            method: Method::GET,
+            path: "/maintenance",
+            key: None,
+            deadline: Duration::from_secs(5),
+            replies: vec![PushBack(503, "86400")],
+            server_says: "503 Retry-After: 86400",
+            expect_status: 503,
+            expect_attempts: 1,
+            expect_code: Some("wait_budget_exhausted"),
+            expect_text: "a day > max_wait: stops, keeps retry_at",
+        },
+        Scenario {
+            label: "f",
+            method: Method::GET,
+            path: "/feed",
+            key: None,
+            deadline: Duration::from_secs(5),
+            replies: vec![PushBackUntil(2), Status(200)],
+            server_says: "429 Retry-After: <date +2 s>, then 200",
+            expect_status: 200,
+            expect_attempts: 2,
+            expect_code: None,
+            expect_text: "retried at that date: 200",
+        },
+        Scenario {
+            label: "g",
+            method: Method::GET,
+            path: "/search",
+            key: None,
+            deadline: Duration::from_secs(5),
+            replies: vec![PushBack(429, "soon"), Status(200)],
+            server_says: "429 Retry-After: soon",
+            expect_status: 429,
+            expect_attempts: 1,
+            expect_code: Some("invalid_retry_after"),
+            expect_text: "invalid: stops, never guesses",
+        },
+    ]
+}
+
+/// The demo's clock and printer. Each line is stamped and printed under one
+/// lock, so the printed timeline is in time order even though the scenarios
+/// (and the servers' threads) run concurrently.
+#[derive(Clone)]
+struct Timeline {
+    start: Instant,
+    lock: Arc<Mutex<()>>,
+}
+
+impl Timeline {
+    fn line(&self, label: &str, side: &str, text: &str) {
+        let _guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let ms = self.start.elapsed().as_millis();
+        println!("{ms:>6}  {label:<2} {side:<6}  {text}");
+    }
+}
+
+/// What the server recorded about one arrival.
+#[derive(Debug, Clone)]
+struct Arrival {
+    at: Instant,
+    idempotency_key: Option<String>,
+    /// When the server's `Retry-After` on this answer allows the next request.
+    not_before: Option<Instant>,
+}
+
+/// A wiremock responder that follows a script and logs every arrival.
+struct Scripted {
+    label: &'static str,
+    replies: Vec<Reply>,
+    calls: AtomicUsize,
+    timeline: Timeline,
+    arrivals: Arc<Mutex<Vec<Arrival>>>,
+}
+
+impl Respond for Scripted {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let n = self.calls.fetch_add(1, Ordering::SeqCst);
+        let reply = self.replies[n.min(self.replies.len() - 1)];
+        let now = Instant::now();
+        let (status, retry_after, not_before) = match reply {
+            Reply::Status(s) => (s, None, None),
+            Reply::PushBack(s, value) => {
+                let not_before = value
+                    .parse()
+                    .ok()
+                    .map(|secs| now + Duration::from_secs(secs));
+                (s, Some(value.to_owned()), not_before)
+            }
+            Reply::PushBackUntil(secs) => {
+                // HTTP-dates have whole seconds: the date is the one the
+                // server names, and no request may arrive before it.
+                let wall = SystemTime::now();
+                let date = httpdate::HttpDate::from(wall + Duration::from_secs(secs));
+                let until = SystemTime::from(date)
+                    .duration_since(wall)
+                    .unwrap_or_default();
+                (429, Some(date.to_string()), Some(now + until))
+            }
+        };
+        let key = request
+            .headers
+            .get("idempotency-key")
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+
+        let mut text = format!(
+            "{:<4} {:<13} -> {status}",
+            request.method.as_str(),
+            request.url.path()
+        );
+        if let Some(value) = &retry_after {
+            let _ = write!(text, "  Retry-After: {value}");
+        }
+        if let Some(key) = &key {
+            let _ = write!(text, "  (got Idempotency-Key: {key})");
+        }
+        self.arrivals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Arrival {
+                at: now,
+                idempotency_key: key,
+                not_before,
+            });
+        self.timeline.line(self.label, "server", &text);
+
+        let mut response = ResponseTemplate::new(status);
+        if let Some(value) = retry_after {
+            response = response.insert_header("retry-after", value.as_str());
+        }
+        response
+    }
+}
+
+/// Runs one scenario; returns what did not go as expected.
+async fn run(
+    scenario: &Scenario,
+    client: &ClientWithMiddleware,
+    timeline: &Timeline,
+) -> Vec<String> {
+    let arrivals = Arc::new(Mutex::new(Vec::new()));
+    let server = MockServer::start().await;
+    Mock::given(any())
+        .respond_with(Scripted {
+            label: scenario.label,
+            replies: scenario.replies.clone(),
+            calls: AtomicUsize::new(0),
+            timeline: timeline.clone(),
+            arrivals: Arc::clone(&arrivals),
+        })
+        .mount(&server)
+        .await;
+
+    let started = Instant::now();
+    let mut request = client
+        .request(
+            scenario.method.clone(),
+            format!("{}{}", server.uri(), scenario.path),
+        )
+        .with_extension(Deadline::after(scenario.deadline));
+    if let Some(key) = scenario.key {
+        request = request.with_extension(IdempotencyKey::new(key));
+    }
+    let what = format!("{:<4} {:<13}", scenario.method.as_str(), scenario.path);
+
+    let response = match request.send().await {
+        Ok(response) => response,
+        Err(e) => {
+            timeline.line(scenario.label, "client", &format!("{what} => error: {e}"));
+            return vec![format!("expected a response, got an error: {e}")];
+        }
+    };
+    let took = started.elapsed();
+    let status = response.status().as_u16();
+    let Some(report) = response.extensions().get::<RetryReport>().copied() else {
+        return vec!["the response carries no RetryReport".to_owned()];
+    };
+    let code = report.stop_reason().map(|r| r.code());
+
+    let mut text = format!(
+        "{what} => {status}, {} attempt{}, waited {} ms: {}",
+        report.attempts(),
+        if report.attempts() == 1 { "" } else { "s" },
+        report.waited().as_millis(),
+        code.map_or_else(|| "success".to_owned(), |c| format!("stop {c}")),
+    );
+    if let Some(at) = report.retry_at().filter(|_| code.is_some()) {
+        // Kept on a stop, so the caller can reschedule.
+        let secs = at
+            .duration_since(SystemTime::now())
+            .unwrap_or_default()
+            .as_secs_f64()
+            .round();
+        let _ = write!(
+            text,
+            "\n{:19}report.retry_at(): {} (in {secs} s), to reschedule",
+            "",
+            httpdate::fmt_http_date(at)
+        );
+    }
+    timeline.line(scenario.label, "client", &text);
+
+    // Check the outcome against the contract.
+    let mut problems = Vec::new();
+    if status != scenario.expect_status {
+        problems.push(format!(
+            "status {status}, expected {}",
+            scenario.expect_status
+        ));
+    }
+    if report.attempts() != scenario.expect_attempts {
+        problems.push(format!(
+            "{} attempts, expected {}",
+            report.attempts(),
+            scenario.expect_attempts
+        ));
+    }
+    if code != scenario.expect_code {
+        problems.push(format!(
+            "stop code {:?}, expected {:?}",
+            code, scenario.expect_code
+        ));
+    }
+    let arrivals = arrivals.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    if arrivals.len() != scenario.expect_attempts as usize {
+        problems.push(format!(
+            "the server saw {} requests, expected {}",
+            arrivals.len(),
+            scenario.expect_attempts
+        ));
+    }
+    // Measured on the server's side: no retry arrived before its Retry-After.
+    for pair in arrivals.windows(2) {
+        if let Some(not_before) = pair[0].not_before {
+            if pair[1].at < not_before {
+                problems.push(format!(
+                    "a retry arrived {} ms before the server's Retry-After",
+                    (not_before - pair[1].at).as_millis()
+                ));
+            }
+        }
+    }
+    if let Some(key) = scenario.key {
+        if arrivals
+            .iter()
+            .any(|a| a.idempotency_key.as_deref() != Some(key))
+        {
+            problems.push("an attempt reached the server without its Idempotency-Key".to_owned());
+        }
+    }
+    if code.is_some() {
+        // Every stop in this demo is decided on the first answer, at once.
+        if !report.waited().is_zero() || took > Duration::from_millis(500) {
+            problems.push(format!(
+                "stopped only after {} ms (waited {} ms); expected at once",
+                took.as_millis(),
+                report.waited().as_millis()
+            ));
+        }
+    }
+    if scenario.expect_code == Some("wait_budget_exhausted") {
+        let ahead = report
+            .retry_at()
+            .and_then(|at| at.duration_since(SystemTime::now()).ok());
+        if !ahead.is_some_and(|d| d > Duration::from_secs(86_000)) {
+            problems.push(format!(
+                "retry_at should be about a day ahead, got {ahead:?}"
+            ));
+        }
+    }
+    problems
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    // Silent unless RUST_LOG asks for the middleware's events (on stderr).
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("off")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+
+    let policy = Policy::default().jitter(JITTER);
+    let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+        .with(RetryAfterMiddleware::new(policy))
+        .build();
+    let scenarios = scenarios();
+
+    println!(
+        "reqwest-backpressure demo: local servers push back with 429/503 + Retry-After; the client\n\
+         retries no earlier than the server allows and within its deadline, or stops with a stable code.\n"
+    );
+    println!(
+        "policy: Policy::default().jitter(Duration::from_millis({ms})): at most 3 sends per request;\n\
+         a server delay over 60 s is never waited (nor shortened); each wait gets 0..{ms} ms of\n\
+         jitter added, never subtracted.\n",
+        ms = JITTER.as_millis()
+    );
+    println!("scenarios (all at once, each against its own local server on 127.0.0.1):");
+    println!("     {:<18} {:<38} expected", "request", "server answers");
+    for s in &scenarios {
+        println!(
+            "  {:<2} {:<18} {:<38} {}",
+            s.label,
+            format!("{} {}", s.method.as_str(), s.path),
+            s.server_says,
+            s.expect_text
+        );
+    }
+    println!();
+    println!("{:>6}  {:<2} {:<6}  event", "ms", "", "side");
+    println!(
+        "{:>6}  {:<2} {:<6}  {}",
+        "------",
+        "--",
+        "------",
+        "-".repeat(64)
+    );
+
+    let timeline = Timeline {
+        start: Instant::now(),
+        lock: Arc::new(Mutex::new(())),
+    };
+    let results = join_all(scenarios.iter().map(|s| run(s, &client, &timeline))).await;
+    let total = timeline.start.elapsed();
+
+    let failed: Vec<_> = scenarios
+        .iter()
+        .zip(&results)
+        .filter(|(_, problems)| !problems.is_empty())
+        .collect();
+    println!();
+    if failed.is_empty() {
+        println!(
+            "all {} scenarios ended as the contract says ({:.1} s).",
+            scenarios.len(),
+            total.as_secs_f64()
+        );
+        ExitCode::SUCCESS
+    } else {
+        for (s, problems) in &failed {
+            for p in problems.iter() {
+                println!(
+                    "UNEXPECTED in {} ({} {}): {p}",
+                    s.label,
+                    s.method.as_str(),
+                    s.path
+                );
+            }
+        }
+        println!(
+            "{} of {} scenarios did not end as expected.",
+            failed.len(),
+            scenarios.len()
+        );
+        ExitCode::FAILURE
+    }
+}

@@ -1,0 +1,6 @@
+//! The one integration test binary: parser and planner tables and
+//! properties, and the middleware over real HTTP on loopback (wiremock).
+
+mod middleware;
+mod parser;
+mod planner;
