@@ -56,12 +56,21 @@ pub struct PacingConfig {
 /// The lowest pace, in requests per second: a server that admitted nothing
 /// gets one probe a second.
 const MIN_RATE: f64 = 1.0;
-/// Pace increase per success after a rate was learned: at rate `r`, about
-/// `r` successes arrive per second, so the rate grows by about 5% a second.
-const GENTLE_STEP: f64 = 0.05;
 /// Pace increase per success before any rate was learned (slow start: the
 /// rate about doubles each second).
 const SLOW_START_STEP: f64 = 1.0;
+/// After a learned rate ran this long without a pushback, it is raised by
+/// [`RAISE_FACTOR`]. Rarely, because with whole-second `Retry-After` values
+/// one rejection late in a server's window closes the gate for nearly a
+/// whole window: probing upward costs far more than it finds.
+const RAISE_EVERY: Duration = Duration::from_secs(10);
+/// See [`RAISE_EVERY`].
+const RAISE_FACTOR: f64 = 1.1;
+/// Multiplicative cut of a learned pace on a pushback while pacing.
+const CUT_FACTOR: f64 = 0.9;
+/// Longest measuring period before the gate first closes: what an origin
+/// admitted long ago says little about its limit now.
+const EPOCH_MAX: Duration = Duration::from_secs(60);
 
 /// The state of one origin (`scheme://host:port`).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -81,6 +90,10 @@ pub struct OriginState {
     /// Whether the gate closed in the current period (and the rate must be
     /// learned again when it reopens).
     closed: bool,
+    /// The first pushback of the current period.
+    first_pushback: Option<Duration>,
+    /// When the pace was last set or raised.
+    raised_at: Duration,
     /// Last time a task touched this origin.
     last_seen: Duration,
 }
@@ -97,6 +110,8 @@ impl OriginState {
             epoch_start: now,
             epoch_successes: 0,
             closed: false,
+            first_pushback: None,
+            raised_at: now,
             last_seen: now,
         }
     }
@@ -162,22 +177,38 @@ impl OriginState {
 
     /// The gate reopens: learn the rate the origin admitted in the period
     /// that just ended, and start a new one with a probe.
+    ///
+    /// The first time, the period is a burst answered by "come back at the
+    /// gate time", so what was admitted is spread over the whole period up
+    /// to the gate. Later, while pacing, the pushback itself says the pace
+    /// was too fast: the new pace is what was admitted until the first
+    /// pushback, and at most 90% of the old pace.
     fn reopen(&mut self) {
-        let period = self.gate_until.saturating_sub(self.epoch_start);
-        let measured = if period.is_zero() {
-            0.0
+        let successes = f64::from(self.epoch_successes);
+        let end = if self.learned {
+            self.first_pushback.unwrap_or(self.gate_until)
         } else {
-            f64::from(self.epoch_successes) / period.as_secs_f64()
+            self.gate_until
         };
-        if measured > 0.0 {
+        let period = end.saturating_sub(self.epoch_start).as_secs_f64();
+        let measured = if period > 0.0 {
+            successes / period
+        } else {
+            0.0
+        };
+        if self.learned {
+            self.rate = measured.min(self.rate * CUT_FACTOR).max(MIN_RATE);
+        } else if measured > 0.0 {
             self.rate = measured.max(MIN_RATE);
             self.learned = true;
-        } else if self.rate <= 0.0 {
-            self.rate = MIN_RATE;
+        } else {
+            self.rate = self.rate.max(MIN_RATE);
         }
         self.closed = false;
+        self.first_pushback = None;
         self.epoch_start = self.gate_until;
         self.epoch_successes = 0;
+        self.raised_at = self.gate_until;
         // The first slot is the probe at the gate time; the next comes one
         // interval later.
         self.next_slot = self.gate_until;
@@ -186,13 +217,18 @@ impl OriginState {
     /// A 2xx (or any non-pushback) answer arrived at `now`.
     pub fn on_success(&mut self, now: Duration) {
         self.last_seen = now;
+        if self.rate <= 0.0 && !self.closed && now.saturating_sub(self.epoch_start) > EPOCH_MAX {
+            self.epoch_start = now;
+            self.epoch_successes = 0;
+        }
         self.epoch_successes = self.epoch_successes.saturating_add(1);
         if self.rate > 0.0 && !self.closed {
-            self.rate += if self.learned {
-                GENTLE_STEP
-            } else {
-                SLOW_START_STEP
-            };
+            if !self.learned {
+                self.rate += SLOW_START_STEP;
+            } else if now.saturating_sub(self.raised_at) >= RAISE_EVERY {
+                self.rate *= RAISE_FACTOR;
+                self.raised_at = now;
+            }
         }
     }
 
@@ -208,6 +244,7 @@ impl OriginState {
             Some(at) if at > now => {
                 self.gate_until = self.gate_until.max(at);
                 self.closed = true;
+                self.first_pushback.get_or_insert(now);
             }
             _ => {
                 // No usable server time: slow down without a gate.
@@ -350,5 +387,150 @@ impl BudgetState {
     #[must_use]
     pub fn tokens(&self) -> f64 {
         self.tokens
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ON: PacingConfig = PacingConfig {
+        gate: true,
+        pace: true,
+    };
+    const LONG: Duration = Duration::from_secs(60);
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn unknown_origin_is_not_held() {
+        let mut o = OriginState::new(ms(0));
+        assert_eq!(o.admit(ON, ms(5), LONG), Admission::Now);
+        assert_eq!(o.rate(), 0.0);
+    }
+
+    #[test]
+    fn gate_holds_until_the_server_time_and_refuses_past_latest() {
+        let mut o = OriginState::new(ms(0));
+        o.on_pushback(ON, ms(10), Some(ms(1010)));
+        assert_eq!(o.admit(ON, ms(20), LONG), Admission::Wait(ms(990)));
+        assert_eq!(
+            o.admit(ON, ms(20), ms(500)),
+            Admission::Refused { gate: ms(990) }
+        );
+        // A later pushback keeps the later time; an earlier one never shortens it.
+        o.on_pushback(ON, ms(30), Some(ms(900)));
+        assert_eq!(o.gate_until(ms(30)), Some(ms(1010)));
+    }
+
+    #[test]
+    fn learns_the_admitted_rate_and_paces_after_a_probe() {
+        // First wave at t=0: 100 admitted, the rest told to come back at 1 s.
+        let mut o = OriginState::new(ms(0));
+        for _ in 0..100 {
+            o.on_success(ms(3));
+        }
+        o.on_pushback(ON, ms(2), Some(ms(1000)));
+        // At the gate time: the probe goes at 1.000 s, the next 10 ms later.
+        let mut slots = Vec::new();
+        for _ in 0..200 {
+            match o.admit(ON, ms(1000), LONG) {
+                Admission::Now => slots.push(ms(1000)),
+                Admission::Wait(d) => slots.push(ms(1000) + d),
+                Admission::Refused { .. } => panic!("refused"),
+            }
+        }
+        assert_eq!(o.rate(), 100.0);
+        assert_eq!(slots[0], ms(1000));
+        assert_eq!(slots[1], ms(1010));
+        // No second of the schedule holds more than the learned 100.
+        for w in 1..4 {
+            let lo = Duration::from_secs(w);
+            let hi = lo + Duration::from_secs(1);
+            let n = slots.iter().filter(|s| **s >= lo && **s < hi).count();
+            assert!(n <= 100, "window {w}: {n}");
+        }
+        assert!(slots.iter().all(|s| *s >= ms(1000)));
+    }
+
+    #[test]
+    fn nothing_admitted_means_one_probe_a_second_then_slow_start_once() {
+        let mut o = OriginState::new(ms(0));
+        o.on_pushback(ON, ms(0), Some(ms(1000)));
+        assert_eq!(o.admit(ON, ms(1000), LONG), Admission::Now);
+        assert_eq!(o.rate(), MIN_RATE);
+        assert_eq!(o.admit(ON, ms(1000), LONG), Admission::Wait(ms(1000)));
+        for _ in 0..3 {
+            o.on_success(ms(1100));
+        }
+        assert_eq!(o.rate(), MIN_RATE + 3.0 * SLOW_START_STEP);
+    }
+
+    #[test]
+    fn a_pushback_while_pacing_cuts_the_pace() {
+        let mut o = OriginState::new(ms(0));
+        for _ in 0..100 {
+            o.on_success(ms(1));
+        }
+        o.on_pushback(ON, ms(1), Some(ms(1000)));
+        let _ = o.admit(ON, ms(1000), LONG);
+        assert_eq!(o.rate(), 100.0);
+        // Paced at 100/s, a pushback at 1.5 s after 50 successes.
+        for _ in 0..50 {
+            o.on_success(ms(1400));
+        }
+        o.on_pushback(ON, ms(1500), Some(ms(2500)));
+        assert_eq!(o.admit(ON, ms(1600), LONG), Admission::Wait(ms(900)));
+        let _ = o.admit(ON, ms(2500), LONG);
+        assert!((o.rate() - 90.0).abs() < 1e-9, "{}", o.rate());
+    }
+
+    #[test]
+    fn a_clean_learned_pace_is_raised_rarely() {
+        let mut o = OriginState::new(ms(0));
+        for _ in 0..100 {
+            o.on_success(ms(1));
+        }
+        o.on_pushback(ON, ms(1), Some(ms(1000)));
+        let _ = o.admit(ON, ms(1000), LONG);
+        o.on_success(ms(5000));
+        assert_eq!(o.rate(), 100.0);
+        o.on_success(ms(11_000));
+        assert!((o.rate() - 110.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn gate_off_admits_everything() {
+        let off = PacingConfig {
+            gate: false,
+            pace: false,
+        };
+        let mut o = OriginState::new(ms(0));
+        o.on_pushback(off, ms(0), Some(ms(1000)));
+        assert_eq!(o.admit(off, ms(1), LONG), Admission::Now);
+    }
+
+    #[test]
+    fn budget_spends_and_refills() {
+        let b = RetryBudget::new(0.5, 1.0);
+        let mut s = BudgetState::new(&b, ms(0));
+        let cap = b.capacity();
+        let mut granted = 0;
+        while s.withdraw(&b, ms(0)) {
+            granted += 1;
+        }
+        assert_eq!(f64::from(granted), cap.floor());
+        // Two first sends deposit one retry.
+        s.deposit(&b, ms(0));
+        s.deposit(&b, ms(0));
+        assert!(s.withdraw(&b, ms(0)));
+        assert!(!s.withdraw(&b, ms(0)));
+        // One second refills `min_per_sec`.
+        assert!(s.withdraw(&b, ms(1000)));
+        assert!(RetryBudget::unlimited().validate().is_ok());
+        assert!(RetryBudget::new(0.0, 0.0).validate().is_err());
+        assert!(RetryBudget::new(1.5, 1.0).validate().is_err());
     }
 }
