@@ -327,31 +327,39 @@ impl Planner {
         let Some(base) = now.checked_add(delay) else {
             return stop(task, StopReason::WaitBudgetExhausted);
         };
-        // A second event for a task with a planned retry keeps the later time.
-        let base = task.ready_at.map_or(base, |r| r.max(base));
+        // A second event for a task with a planned retry keeps the later
+        // time; the wait up to the planned time is already counted.
+        let planned = task.ready_at.filter(|r| *r > now);
+        if let Some(planned) = planned {
+            if planned >= base {
+                return Decision::Wait {
+                    until: planned,
+                    delay,
+                };
+            }
+        }
+        let counted_to = planned.unwrap_or(now);
         let Some(latest) = task.deadline.checked_sub(p.send_reserve) else {
             return stop(task, StopReason::DeadlineExhausted);
         };
-        let wait = base.saturating_duration_since(now);
-        if task.waited.saturating_add(wait) > p.max_total_wait {
+        let waited = task
+            .waited
+            .saturating_add(base.saturating_duration_since(counted_to));
+        if waited > p.max_total_wait {
             return stop(task, StopReason::WaitBudgetExhausted);
         }
         if base >= latest {
             return stop(task, StopReason::DeadlineExhausted);
         }
-        let jitter = scale(p.jitter, jitter_seed).min(
-            latest
-                .saturating_duration_since(base)
-                .saturating_sub(Duration::from_nanos(1)),
-        );
-        let jitter = jitter.min(
-            p.max_total_wait
-                .saturating_sub(task.waited.saturating_add(wait)),
-        );
+        let jitter = scale(p.jitter, jitter_seed)
+            .min(
+                latest
+                    .saturating_duration_since(base)
+                    .saturating_sub(Duration::from_nanos(1)),
+            )
+            .min(p.max_total_wait.saturating_sub(waited));
         let until = base + jitter;
-        task.waited = task
-            .waited
-            .saturating_add(until.saturating_duration_since(now));
+        task.waited = waited.saturating_add(jitter);
         task.ready_at = Some(until);
         Decision::Wait { until, delay }
     }

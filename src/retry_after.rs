@@ -110,7 +110,9 @@ impl fmt::Display for InvalidRetryAfter {
 /// values, non-ASCII bytes and values over 128 bytes are rejected.
 ///
 /// Never panics and never overflows: `delay-seconds` too large for a `u64`
-/// saturate to an enormous delay.
+/// saturate to an enormous delay. Dates before 1970 are invalid (no server
+/// means them; the task stops rather than guess). An RFC 850 two-digit year
+/// is read as 1970–2069, without consulting a clock.
 ///
 /// ```
 /// use reqwest_backpressure::parse_retry_after;
