@@ -216,7 +216,8 @@ impl<S: Store> Middleware for RetryAfterMiddleware<S> {
             // spent here.
             let gate_wait = Instant::now();
             match run.admit(last.is_none()).await {
-                Ok(()) => {}
+                Ok(false) => {}
+                Ok(true) => waited += gate_wait.elapsed(),
                 Err(Refusal::Gate { retry_at, .. }) if last.is_none() => {
                     return Err(Error::OriginGateClosed { retry_at }.into());
                 }
@@ -230,7 +231,6 @@ impl<S: Store> Middleware for RetryAfterMiddleware<S> {
                 }
                 Err(Refusal::Store(e)) => return Err(Error::Store(e).into()),
             }
-            waited += gate_wait.elapsed();
 
             let attempt = match planner.claim(&mut task, Instant::now()) {
                 Claim::Send { attempt } => attempt,
@@ -358,8 +358,10 @@ impl<S: Store> Run<'_, S> {
     /// Waits until the origin admits this task: the gate is open and its
     /// paced slot has come. Refused when that is later than the task can
     /// wait (its deadline less `send_reserve`, and `max_wait`).
-    async fn admit(&self, first: bool) -> Result<(), Refusal> {
+    /// Returns whether it waited.
+    async fn admit(&self, first: bool) -> Result<bool, Refusal> {
         let pacing = self.policy.pacing_config();
+        let mut slept = false;
         loop {
             let now = Instant::now();
             let latest = self
@@ -379,7 +381,7 @@ impl<S: Store> Run<'_, S> {
                 .await
                 .map_err(Refusal::Store)?;
             match admission {
-                Admission::Now => return Ok(()),
+                Admission::Now => return Ok(slept),
                 Admission::Refused { gate } => {
                     return Err(Refusal::Gate {
                         retry_at: SystemTime::now().checked_add(gate),
@@ -389,10 +391,11 @@ impl<S: Store> Run<'_, S> {
                 Admission::Wait(d) => {
                     // Measured from after the store's answer, never early.
                     tokio::time::sleep(d).await;
+                    slept = true;
                     // A probe rejected while we slept closed the gate again:
                     // queue anew instead of following it into the rejection.
                     match self.store.gate(self.origin).await.map_err(Refusal::Store)? {
-                        None => return Ok(()),
+                        None => return Ok(true),
                         Some(_) => continue,
                     }
                 }

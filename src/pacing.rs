@@ -154,7 +154,10 @@ impl OriginState {
             self.reopen();
         }
         let floor = self.gate_until.max(now);
-        let slot = if cfg.pace && self.rate > 0.0 {
+        // Behind a closed gate the queue is paced too, or everything queued
+        // would leave together at the gate time.
+        let paced = cfg.pace && (self.closed || self.rate > 0.0);
+        let slot = if paced {
             floor.max(self.next_slot)
         } else {
             floor
@@ -165,13 +168,36 @@ impl OriginState {
                 gate: self.gate_until.saturating_sub(now),
             };
         }
-        if cfg.pace && self.rate > 0.0 {
-            self.next_slot = slot + interval(self.rate);
+        if paced {
+            self.next_slot = slot + interval(self.pace());
         }
         if wait.is_zero() {
             Admission::Now
         } else {
             Admission::Wait(wait)
+        }
+    }
+
+    /// The pace for reserving a slot now. While the gate is closed the
+    /// period is not over: a learned pace is taken as already cut, and
+    /// before anything was learned, what was admitted so far over the period
+    /// up to the gate is the estimate (it only grows as answers arrive, so
+    /// early slots are, if anything, too far apart).
+    fn pace(&self) -> f64 {
+        if !self.closed {
+            return self.rate.max(MIN_RATE);
+        }
+        if self.learned {
+            return (self.rate * CUT_FACTOR).max(MIN_RATE);
+        }
+        let period = self
+            .gate_until
+            .saturating_sub(self.epoch_start)
+            .as_secs_f64();
+        if period > 0.0 {
+            (f64::from(self.epoch_successes) / period).max(MIN_RATE)
+        } else {
+            MIN_RATE
         }
     }
 
@@ -209,9 +235,9 @@ impl OriginState {
         self.epoch_start = self.gate_until;
         self.epoch_successes = 0;
         self.raised_at = self.gate_until;
-        // The first slot is the probe at the gate time; the next comes one
-        // interval later.
-        self.next_slot = self.gate_until;
+        // The first slot at the gate time is the probe; the next comes one
+        // interval later. Slots reserved while the gate was closed stay.
+        self.next_slot = self.next_slot.max(self.gate_until);
     }
 
     /// A 2xx (or any non-pushback) answer arrived at `now`.
@@ -499,6 +525,21 @@ mod tests {
         assert_eq!(o.rate(), 100.0);
         o.on_success(ms(11_000));
         assert!((o.rate() - 110.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_queue_behind_a_closed_gate_is_paced_from_a_lone_probe() {
+        let mut o = OriginState::new(ms(0));
+        for _ in 0..10 {
+            o.on_success(ms(1));
+        }
+        o.on_pushback(ON, ms(2), Some(ms(1000)));
+        // Queued while closed: 10 admitted over the 1 s period → 10/s.
+        assert_eq!(o.admit(ON, ms(100), LONG), Admission::Wait(ms(900)));
+        assert_eq!(o.admit(ON, ms(100), LONG), Admission::Wait(ms(1000)));
+        // After reopening, new slots follow the reserved ones.
+        assert_eq!(o.admit(ON, ms(1000), LONG), Admission::Wait(ms(200)));
+        assert_eq!(o.rate(), 10.0);
     }
 
     #[test]
