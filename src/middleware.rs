@@ -169,12 +169,12 @@ impl<S: Store> Middleware for RetryAfterMiddleware<S> {
 
         // The task key: the extension (sent as a header unless one is set),
         // else an `Idempotency-Key` header the caller set themselves.
-        if let Some(key) = extensions.get::<IdempotencyKey>() {
-            if !req.headers().contains_key(&IDEMPOTENCY_KEY) {
-                let value = HeaderValue::from_str(key.as_str())
-                    .map_err(|_| Error::InvalidIdempotencyKey)?;
-                req.headers_mut().insert(IDEMPOTENCY_KEY, value);
-            }
+        if let Some(key) = extensions.get::<IdempotencyKey>()
+            && !req.headers().contains_key(&IDEMPOTENCY_KEY)
+        {
+            let value =
+                HeaderValue::from_str(key.as_str()).map_err(|_| Error::InvalidIdempotencyKey)?;
+            req.headers_mut().insert(IDEMPOTENCY_KEY, value);
         }
         let key = req
             .headers()

@@ -282,6 +282,113 @@ impl OriginState {
     }
 }
 
+impl OriginState {
+    /// A compact text form for a shared store (space-separated numbers;
+    /// times in microseconds since the store's epoch).
+    #[must_use]
+    pub fn encode(&self) -> String {
+        format!(
+            "o1 {} {} {} {} {} {} {} {} {} {}",
+            micros(self.gate_until),
+            micros(self.next_slot),
+            self.rate,
+            u8::from(self.learned),
+            micros(self.epoch_start),
+            self.epoch_successes,
+            u8::from(self.closed),
+            self.first_pushback
+                .map_or_else(|| "-".to_owned(), |t| micros(t).to_string()),
+            micros(self.raised_at),
+            micros(self.last_seen),
+        )
+    }
+
+    /// Reads [`encode`](Self::encode)'s form; `None` for anything else.
+    #[must_use]
+    pub fn decode(s: &str) -> Option<Self> {
+        let f: Vec<&str> = s.split(' ').collect();
+        let [
+            "o1",
+            gate,
+            next,
+            rate,
+            learned,
+            epoch,
+            successes,
+            closed,
+            first,
+            raised,
+            seen,
+        ] = f.as_slice()
+        else {
+            return None;
+        };
+        let time = |v: &str| v.parse::<u64>().ok().map(Duration::from_micros);
+        let flag = |v: &str| match v {
+            "0" => Some(false),
+            "1" => Some(true),
+            _ => None,
+        };
+        let rate: f64 = rate.parse().ok()?;
+        if !rate.is_finite() || rate < 0.0 {
+            return None;
+        }
+        Some(OriginState {
+            gate_until: time(gate)?,
+            next_slot: time(next)?,
+            rate,
+            learned: flag(learned)?,
+            epoch_start: time(epoch)?,
+            epoch_successes: successes.parse().ok()?,
+            closed: flag(closed)?,
+            first_pushback: match *first {
+                "-" => None,
+                v => Some(time(v)?),
+            },
+            raised_at: time(raised)?,
+            last_seen: time(seen)?,
+        })
+    }
+
+    /// How long a shared store should keep this state after `now`: until
+    /// its gate and queue are over, plus the idle time after which an
+    /// origin is forgotten.
+    #[must_use]
+    pub fn keep_for(&self, now: Duration, idle: Duration) -> Duration {
+        self.gate_until
+            .max(self.next_slot)
+            .saturating_sub(now)
+            .saturating_add(idle)
+    }
+}
+
+impl BudgetState {
+    /// A compact text form for a shared store.
+    #[must_use]
+    pub fn encode(&self) -> String {
+        format!("b1 {} {}", self.tokens, micros(self.updated))
+    }
+
+    /// Reads [`encode`](Self::encode)'s form; `None` for anything else.
+    #[must_use]
+    pub fn decode(s: &str) -> Option<Self> {
+        let mut it = s.split(' ');
+        if it.next()? != "b1" {
+            return None;
+        }
+        let tokens: f64 = it.next()?.parse().ok()?;
+        let updated = Duration::from_micros(it.next()?.parse().ok()?);
+        if it.next().is_some() || !tokens.is_finite() || tokens < 0.0 {
+            return None;
+        }
+        Some(BudgetState { tokens, updated })
+    }
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
 fn interval(rate: f64) -> Duration {
     Duration::try_from_secs_f64(1.0 / rate).unwrap_or(Duration::from_secs(1))
 }
@@ -540,6 +647,23 @@ mod tests {
         // After reopening, new slots follow the reserved ones.
         assert_eq!(o.admit(ON, ms(1000), LONG), Admission::Wait(ms(200)));
         assert_eq!(o.rate(), 10.0);
+    }
+
+    #[test]
+    fn state_round_trips_through_its_text_form() {
+        let mut o = OriginState::new(ms(7));
+        for _ in 0..3 {
+            o.on_success(ms(8));
+        }
+        o.on_pushback(ON, ms(9), Some(ms(1009)));
+        let _ = o.admit(ON, ms(10), LONG);
+        let o2 = OriginState::decode(&o.encode()).expect("decodes");
+        assert_eq!(o2, o);
+        assert_eq!(OriginState::decode("o1 1 2"), None);
+        assert_eq!(OriginState::decode("garbage"), None);
+        let b = BudgetState::new(&RetryBudget::default(), ms(5));
+        assert_eq!(BudgetState::decode(&b.encode()), Some(b));
+        assert_eq!(BudgetState::decode("b1 NaN 3"), None);
     }
 
     #[test]

@@ -315,8 +315,9 @@ impl Planner {
         }
         let delay = match pushback.hint {
             Hint::Invalid(_) => return stop(task, StopReason::InvalidRetryAfter),
+            // A local delay, not the server's: capped at `max_wait`.
             Hint::Missing => match p.missing_retry_after {
-                Fallback::Delay(d) if pushback.fallback_allowed => d,
+                Fallback::Delay(d) if pushback.fallback_allowed => d.min(p.max_wait),
                 _ => return stop(task, StopReason::MissingRetryAfter),
             },
             Hint::Delay(_) | Hint::At(_) => pushback.server_delay().unwrap_or(Duration::MAX),
@@ -330,13 +331,13 @@ impl Planner {
         // A second event for a task with a planned retry keeps the later
         // time; the wait up to the planned time is already counted.
         let planned = task.ready_at.filter(|r| *r > now);
-        if let Some(planned) = planned {
-            if planned >= base {
-                return Decision::Wait {
-                    until: planned,
-                    delay,
-                };
-            }
+        if let Some(planned) = planned
+            && planned >= base
+        {
+            return Decision::Wait {
+                until: planned,
+                delay,
+            };
         }
         let counted_to = planned.unwrap_or(now);
         let Some(latest) = task.deadline.checked_sub(p.send_reserve) else {

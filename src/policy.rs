@@ -130,7 +130,8 @@ impl Policy {
         self
     }
 
-    /// What to do with a `429` without `Retry-After`.
+    /// What to do with a `429` without `Retry-After`. A fallback delay is
+    /// local policy, not a server's time, so it is capped at `max_wait`.
     #[must_use]
     pub fn missing_retry_after(mut self, fallback: Fallback) -> Self {
         self.missing_retry_after = fallback;
@@ -221,11 +222,6 @@ impl Policy {
             return Err(E::Inconsistent(
                 "send_reserve leaves nothing of default_deadline",
             ));
-        }
-        if let Fallback::Delay(d) = self.missing_retry_after {
-            if d > self.max_wait {
-                return Err(E::Inconsistent("fallback delay exceeds max_wait"));
-            }
         }
         if self.pacing && !self.origin_gate {
             return Err(E::Inconsistent("pacing needs origin_gate"));

@@ -16,6 +16,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use crate::redis_store::{FailMode, RedisStore};
+
 use crate::pacing::{Admission, BudgetState, OriginState, PacingConfig, RetryBudget};
 
 /// What an answer from an origin means for its shared state.
@@ -234,10 +238,10 @@ impl MemoryStore {
         let now = Instant::now();
         let expires = now.checked_add(ttl).unwrap_or_else(|| far_future(now));
         let mut leases = self.leases();
-        if let Some(held) = leases.get(key) {
-            if held.expires > now {
-                return None;
-            }
+        if let Some(held) = leases.get(key)
+            && held.expires > now
+        {
+            return None;
         }
         let token = self.inner.next_token.fetch_add(1, Ordering::Relaxed);
         leases.insert(key.to_owned(), Lease { token, expires });

@@ -13,7 +13,7 @@ use http::Extensions;
 use reqwest::{Request as HttpRequest, Response, StatusCode};
 use reqwest_backpressure::{
     Attempt, Deadline, Fallback, IdempotencyKey, MemoryStore, Policy, RetryAfterMiddleware,
-    RetryReport, Store,
+    RetryBudget, RetryReport, Store,
 };
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware, Middleware, Next};
 use wiremock::matchers::{any, path};
@@ -230,9 +230,20 @@ async fn first_try_success_carries_a_report() {
     assert_eq!(resp.status(), StatusCode::OK);
     let r = report(&resp);
     assert_eq!(r.attempts(), 1);
-    assert_eq!(r.waited(), Duration::ZERO);
     assert_eq!(r.stop_reason(), None);
     assert_eq!(r.retry_at(), None);
+    assert!(r.waited() < Duration::from_millis(50), "{:?}", r.waited());
+    server.verify().await;
+}
+
+#[tokio::test]
+async fn first_try_success_reports_no_wait() {
+    let server = MockServer::start().await;
+    mount_seq(&server, 1, vec![ok()]).await;
+
+    let resp = client(exact()).get(server.uri()).send().await.unwrap();
+
+    assert_eq!(report(&resp).waited(), Duration::ZERO);
     server.verify().await;
 }
 
@@ -610,6 +621,55 @@ async fn invalid_retry_after_is_never_guessed_at() {
     }
 }
 
+#[tokio::test]
+async fn two_retry_after_field_lines_are_invalid() {
+    let server = MockServer::start().await;
+    mount_seq(
+        &server,
+        1,
+        vec![
+            status(429)
+                .append_header("Retry-After", "1")
+                .append_header("Retry-After", "2"),
+            ok(),
+        ],
+    )
+    .await;
+
+    let resp = client(exact()).get(server.uri()).send().await.unwrap();
+
+    assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(stop_code(&resp), Some("invalid_retry_after"));
+    server.verify().await;
+}
+
+#[tokio::test]
+async fn http_date_in_the_past_is_retried_at_once() {
+    let server = MockServer::start().await;
+    let arrivals = mount_fn(&server, 2, |i| {
+        if i == 0 {
+            let now = SystemTime::now();
+            status(429)
+                .insert_header("Date", httpdate::fmt_http_date(now).as_str())
+                .insert_header(
+                    "Retry-After",
+                    httpdate::fmt_http_date(now - Duration::from_secs(60)).as_str(),
+                )
+        } else {
+            ok()
+        }
+    })
+    .await;
+
+    let resp = client(exact()).get(server.uri()).send().await.unwrap();
+
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(report(&resp).attempts(), 2);
+    let gap = arrivals.first_gap();
+    assert!(gap < Duration::from_millis(500), "retried after {gap:?}");
+    server.verify().await;
+}
+
 // ------------------------------------------------ 7. deadline
 
 #[tokio::test]
@@ -761,7 +821,7 @@ async fn second_send_with_an_active_key_fails_without_sending() {
 }
 
 #[tokio::test]
-async fn a_different_key_is_not_blocked() {
+async fn a_different_key_is_not_refused_and_waits_for_the_origin_gate() {
     let server = MockServer::start().await;
     let waiting = mount_seq_at(&server, "/a", 2, vec![too_many("1"), ok()]).await;
     let other = mount_seq_at(&server, "/b", 1, vec![ok()]).await;
@@ -780,25 +840,72 @@ async fn a_different_key_is_not_blocked() {
     });
     waiting.wait_for(1).await;
 
-    let start = Instant::now();
     let resp = client
         .post(format!("{}/b", server.uri()))
         .with_extension(IdempotencyKey::new("order-43"))
         .send()
         .await
-        .unwrap();
+        .expect("a different key is not already_active");
+    assert_eq!(resp.status(), StatusCode::OK);
+    // Waiting at the gate spends no attempt.
+    assert_eq!(report(&resp).attempts(), 1);
+    // Same origin: held until the server's time, never earlier.
+    let gap = other.all()[0] - waiting.all()[0];
+    assert!(gap >= Duration::from_secs(1), "sent {gap:?} after the 429");
+    assert!(
+        gap < Duration::from_secs(2) + MARGIN,
+        "sent {gap:?} after the 429"
+    );
+
+    let resp = first.await.unwrap().unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(report(&resp).attempts(), 2);
+    server.verify().await;
+}
+
+#[tokio::test]
+async fn another_origin_is_not_blocked_even_with_the_same_key() {
+    let busy = MockServer::start().await;
+    let free = MockServer::start().await;
+    let waiting = mount_seq(&busy, 2, vec![too_many("1"), ok()]).await;
+    mount_seq(&free, 1, vec![ok()]).await;
+    let client = client(exact());
+
+    let first = tokio::spawn({
+        let client = client.clone();
+        let url = busy.uri();
+        async move {
+            client
+                .post(url)
+                .with_extension(IdempotencyKey::new("order-42"))
+                .send()
+                .await
+        }
+    });
+    waiting.wait_for(1).await;
+
+    let start = Instant::now();
+    let resp = client
+        .post(free.uri())
+        .with_extension(IdempotencyKey::new("order-42"))
+        .send()
+        .await
+        .expect("keys are per origin");
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(report(&resp).attempts(), 1);
-    assert!(start.elapsed() < Duration::from_millis(500));
-    assert_eq!(other.len(), 1);
+    assert!(
+        start.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        start.elapsed()
+    );
     assert!(
         !first.is_finished(),
         "the first task should still be waiting"
     );
 
-    let resp = first.await.unwrap().unwrap();
-    assert_eq!(resp.status(), StatusCode::OK);
-    server.verify().await;
+    assert_eq!(first.await.unwrap().unwrap().status(), StatusCode::OK);
+    busy.verify().await;
+    free.verify().await;
 }
 
 #[tokio::test]
@@ -835,7 +942,7 @@ async fn store_holds_the_key_only_while_the_task_runs() {
 #[tokio::test]
 async fn dropping_the_future_mid_wait_frees_the_key() {
     let server = MockServer::start().await;
-    let arrivals = mount_seq(&server, 2, vec![too_many("2"), ok()]).await;
+    let arrivals = mount_seq(&server, 2, vec![too_many("1"), ok()]).await;
     let store = MemoryStore::new();
     let client = client_with(RetryAfterMiddleware::with_store(exact(), store.clone()));
 
@@ -843,12 +950,11 @@ async fn dropping_the_future_mid_wait_frees_the_key() {
         .post(server.uri())
         .with_extension(IdempotencyKey::new("order-42"))
         .send();
-    let outcome = tokio::time::timeout(Duration::from_millis(500), send).await;
+    let outcome = tokio::time::timeout(Duration::from_millis(400), send).await;
     assert!(outcome.is_err(), "the task should have been waiting");
     assert_eq!(arrivals.len(), 1, "cancelled mid-wait, after one attempt");
     assert_eq!(store.len(), 0, "the lease is freed on drop");
 
-    let start = Instant::now();
     let resp = client
         .post(server.uri())
         .with_extension(IdempotencyKey::new("order-42"))
@@ -857,8 +963,122 @@ async fn dropping_the_future_mid_wait_frees_the_key() {
         .expect("not already_active");
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(report(&resp).attempts(), 1);
-    assert!(start.elapsed() < Duration::from_millis(500));
+    // The cancelled task's Retry-After still holds its origin.
+    let gap = arrivals.first_gap();
+    assert!(gap >= Duration::from_secs(1), "sent {gap:?} after the 429");
+    assert!(
+        gap < Duration::from_secs(1) + MARGIN,
+        "sent {gap:?} after the 429"
+    );
     assert_eq!(store.len(), 0);
+    server.verify().await;
+}
+
+// ------------------------------------------------ origin gate, pacing, retry budget
+
+#[tokio::test]
+async fn gate_past_the_deadline_refuses_a_new_task_without_sending() {
+    let server = MockServer::start().await;
+    mount_seq(&server, 1, vec![too_many("2"), ok()]).await;
+    // max_attempts(1): the first task stops at once, but its Retry-After
+    // closes the origin's gate for 2 s.
+    let client = client(exact().max_attempts(1));
+    let resp = client.get(server.uri()).send().await.unwrap();
+    assert_eq!(stop_code(&resp), Some("attempt_budget_exhausted"));
+
+    let start = Instant::now();
+    let before = SystemTime::now();
+    let err = client
+        .get(server.uri())
+        .with_extension(Deadline::after(Duration::from_millis(500)))
+        .send()
+        .await
+        .unwrap_err();
+
+    assert_eq!(our_code(&err), Some("origin_gate_closed"), "{err:?}");
+    assert!(
+        start.elapsed() < Duration::from_millis(400),
+        "{:?}",
+        start.elapsed()
+    );
+    let retry_at = match &err {
+        reqwest_middleware::Error::Middleware(e) => e
+            .downcast_ref::<reqwest_backpressure::Error>()
+            .and_then(reqwest_backpressure::Error::retry_at),
+        reqwest_middleware::Error::Reqwest(_) => None,
+    }
+    .expect("the error carries the gate's time");
+    assert!(
+        retry_at > before + Duration::from_secs(1) && retry_at <= before + Duration::from_secs(2),
+        "{retry_at:?} vs {before:?}"
+    );
+    server.verify().await;
+}
+
+#[tokio::test]
+async fn queue_behind_a_reopened_gate_is_released_after_a_lone_probe() {
+    let server = MockServer::start().await;
+    let arrivals = mount_seq(&server, 3, vec![too_many("1"), ok()]).await;
+    let client = client(exact());
+
+    let first = tokio::spawn({
+        let client = client.clone();
+        let url = server.uri();
+        async move { client.get(url).send().await }
+    });
+    arrivals.wait_for(1).await;
+    // Queued at the closed gate.
+    let second = client.get(server.uri()).send().await.unwrap();
+    let first = first.await.unwrap().unwrap();
+    assert_eq!(first.status(), StatusCode::OK);
+    assert_eq!(second.status(), StatusCode::OK);
+
+    let a = arrivals.all();
+    assert!(
+        a[1] - a[0] >= Duration::from_secs(1),
+        "probe before the server's time"
+    );
+    // The probe goes alone; the next one at least one interval (1 s at the
+    // lowest pace, nothing was admitted before) after it.
+    let spacing = a[2] - a[1];
+    assert!(
+        spacing >= Duration::from_millis(900),
+        "released {spacing:?} after the probe"
+    );
+    server.verify().await;
+}
+
+#[tokio::test]
+async fn empty_retry_budget_stops_fallback_retries() {
+    let server = MockServer::start().await;
+    mount_seq(&server, 3, vec![status(429), ok(), status(429), ok()]).await;
+    // Capacity of one retry, refilled only by 1% per first send.
+    let policy = exact()
+        .missing_retry_after(Fallback::Delay(Duration::from_millis(100)))
+        .retry_budget(RetryBudget::new(0.01, 0.0));
+    let client = client(policy);
+
+    let resp = client.get(server.uri()).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK, "the one budgeted retry");
+    assert_eq!(report(&resp).attempts(), 2);
+
+    let resp = client.get(server.uri()).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(stop_code(&resp), Some("retry_budget_exhausted"));
+    assert_eq!(report(&resp).attempts(), 1);
+    server.verify().await;
+}
+
+#[tokio::test]
+async fn retries_at_the_servers_time_do_not_spend_the_budget() {
+    let server = MockServer::start().await;
+    mount_seq(&server, 3, vec![too_many("0"), too_many("0"), ok()]).await;
+    let policy = exact().retry_budget(RetryBudget::new(0.01, 0.0));
+
+    let resp = client(policy).get(server.uri()).send().await.unwrap();
+
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(report(&resp).attempts(), 3);
     server.verify().await;
 }
 
@@ -926,6 +1146,39 @@ async fn invalid_policy_refuses_every_request_without_sending() {
 
     assert_eq!(our_code(&get), Some("invalid_policy"), "{get:?}");
     assert_eq!(our_code(&post), Some("invalid_policy"), "{post:?}");
+    server.verify().await;
+}
+
+#[tokio::test]
+async fn key_that_is_not_a_header_value_is_refused_without_sending() {
+    let server = MockServer::start().await;
+    mount_seq(&server, 0, vec![ok()]).await;
+
+    let err = client(exact())
+        .post(server.uri())
+        .with_extension(IdempotencyKey::new("line\nbreak"))
+        .send()
+        .await
+        .unwrap_err();
+
+    assert_eq!(our_code(&err), Some("invalid_idempotency_key"), "{err:?}");
+    server.verify().await;
+}
+
+#[tokio::test]
+async fn unbounded_deadline_does_not_overflow() {
+    let server = MockServer::start().await;
+    mount_seq(&server, 2, vec![too_many("0"), ok()]).await;
+
+    let resp = client(exact())
+        .get(server.uri())
+        .with_extension(Deadline::after(Duration::MAX))
+        .send()
+        .await
+        .unwrap();
+
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(report(&resp).attempts(), 2);
     server.verify().await;
 }
 

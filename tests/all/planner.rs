@@ -888,13 +888,6 @@ fn every_invalid_policy_variant_is_reachable() {
                 .send_reserve(secs(2)),
             |e| matches!(e, InvalidPolicy::Inconsistent(m) if m.contains("send_reserve")),
         ),
-        (
-            "fallback delay > max_wait",
-            Policy::default()
-                .max_wait(secs(1))
-                .missing_retry_after(Fallback::Delay(secs(2))),
-            |e| matches!(e, InvalidPolicy::Inconsistent(m) if m.contains("fallback")),
-        ),
         ("no statuses", Policy::default().statuses(none), |e| {
             matches!(e, InvalidPolicy::NoStatuses)
         }),
@@ -938,6 +931,8 @@ fn boundary_policies_are_valid() {
         Policy::default()
             .max_wait(ms(1))
             .missing_retry_after(Fallback::Stop),
+        // The default 2 s fallback over a 1 s max_wait: capped, not invalid.
+        Policy::default().max_wait(secs(1)),
         Policy::default().missing_retry_after(Fallback::Delay(Duration::ZERO)),
         Policy::default().jitter(Duration::ZERO),
         Policy::default().jitter(Duration::MAX),
@@ -1259,4 +1254,28 @@ proptest! {
         }
         prop_assert!(k.is_empty());
     }
+}
+
+#[test]
+fn a_fallback_delay_over_max_wait_is_capped_not_refused() {
+    // The fallback is local policy, not a server's time: capping it is not
+    // clamping the server.
+    let planner = Planner::new(
+        Policy::default()
+            .jitter(Duration::ZERO)
+            .max_wait(secs(1))
+            .missing_retry_after(Fallback::Delay(secs(5))),
+    )
+    .unwrap();
+    let t0 = Instant::now();
+    let mut task = TaskState::new(t0 + secs(30));
+    assert!(planner.claim(&mut task, t0).is_send());
+    let pb = Pushback::new(Hint::Missing, UNIX_EPOCH + secs(1_000));
+    assert_eq!(
+        planner.plan(&mut task, &pb, t0, u64::MAX),
+        Decision::Wait {
+            until: t0 + secs(1),
+            delay: secs(1)
+        }
+    );
 }
