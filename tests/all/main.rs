@@ -4,3 +4,5 @@
 mod middleware;
 mod parser;
 mod planner;
+#[cfg(feature = "redis")]
+mod redis;
