@@ -388,6 +388,11 @@ impl<S: Store> Run<'_, S> {
                         by_deadline: latest < self.policy.max_wait,
                     });
                 }
+                Admission::Queue(d) => {
+                    // The gate is closed: ask again when it opens.
+                    tokio::time::sleep(d).await;
+                    slept = true;
+                }
                 Admission::Wait(d) => {
                     // Measured from after the store's answer, never early.
                     tokio::time::sleep(d).await;

@@ -28,10 +28,14 @@ use std::time::Duration;
 
 /// What a store answers when a task asks to send to an origin.
 #[must_use]
+#[non_exhaustive]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Admission {
     /// Send now.
     Now,
+    /// The gate is closed for this long from now: come back then and ask
+    /// again (nothing is reserved; the pace is learned when it reopens).
+    Queue(Duration),
     /// A slot is reserved this far from now; send then (after checking that
     /// the gate did not close again meanwhile).
     Wait(Duration),
@@ -66,6 +70,8 @@ const SLOW_START_STEP: f64 = 1.0;
 const RAISE_EVERY: Duration = Duration::from_secs(10);
 /// See [`RAISE_EVERY`].
 const RAISE_FACTOR: f64 = 1.1;
+/// Share of the first learned rate that is used as the pace.
+const PACE_MARGIN: f64 = 0.99;
 /// Multiplicative cut of a learned pace on a pushback while pacing.
 const CUT_FACTOR: f64 = 0.9;
 /// Longest measuring period before the gate first closes: what an origin
@@ -77,6 +83,8 @@ const EPOCH_MAX: Duration = Duration::from_secs(60);
 pub struct OriginState {
     /// Requests may not leave before this time.
     gate_until: Duration,
+    /// The server's delay that set `gate_until` (its `Retry-After`).
+    gate_span: Duration,
     /// Theoretical time of the next slot (GCRA's TAT) while pacing.
     next_slot: Duration,
     /// Requests per second while pacing; 0 when not pacing.
@@ -104,6 +112,7 @@ impl OriginState {
     pub fn new(now: Duration) -> Self {
         OriginState {
             gate_until: Duration::ZERO,
+            gate_span: Duration::ZERO,
             next_slot: Duration::ZERO,
             rate: 0.0,
             learned: false,
@@ -153,24 +162,28 @@ impl OriginState {
         if self.closed && now >= self.gate_until {
             self.reopen();
         }
-        let floor = self.gate_until.max(now);
-        // Behind a closed gate the queue is paced too, or everything queued
-        // would leave together at the gate time.
-        let paced = cfg.pace && (self.closed || self.rate > 0.0);
-        let slot = if paced {
-            floor.max(self.next_slot)
-        } else {
-            floor
-        };
-        let wait = slot.saturating_sub(now);
-        if wait > latest {
-            return Admission::Refused {
-                gate: self.gate_until.saturating_sub(now),
+        if self.gate_until > now {
+            // Behind a closed gate nobody gets a time yet: what the origin
+            // admits is known only when the period ends, and slots handed
+            // out on a partial count would lock in a pace far too slow.
+            let wait = self.gate_until - now;
+            return if wait > latest {
+                Admission::Refused { gate: wait }
+            } else {
+                Admission::Queue(wait)
             };
         }
-        if paced {
-            self.next_slot = slot + interval(self.pace());
+        if !(cfg.pace && self.rate > 0.0) {
+            return Admission::Now;
         }
+        let slot = now.max(self.next_slot);
+        let wait = slot - now;
+        if wait > latest {
+            return Admission::Refused {
+                gate: Duration::ZERO,
+            };
+        }
+        self.next_slot = slot + interval(self.rate);
         if wait.is_zero() {
             Admission::Now
         } else {
@@ -178,45 +191,29 @@ impl OriginState {
         }
     }
 
-    /// The pace for reserving a slot now. While the gate is closed the
-    /// period is not over: a learned pace is taken as already cut, and
-    /// before anything was learned, what was admitted so far over the period
-    /// up to the gate is the estimate (it only grows as answers arrive, so
-    /// early slots are, if anything, too far apart).
-    fn pace(&self) -> f64 {
-        if !self.closed {
-            return self.rate.max(MIN_RATE);
-        }
-        if self.learned {
-            return (self.rate * CUT_FACTOR).max(MIN_RATE);
-        }
-        let period = self
-            .gate_until
-            .saturating_sub(self.epoch_start)
-            .as_secs_f64();
-        if period > 0.0 {
-            (f64::from(self.epoch_successes) / period).max(MIN_RATE)
-        } else {
-            MIN_RATE
-        }
-    }
-
     /// The gate reopens: learn the rate the origin admitted in the period
     /// that just ended, and start a new one with a probe.
     ///
-    /// The first time, the period is a burst answered by "come back at the
-    /// gate time", so what was admitted is spread over the whole period up
-    /// to the gate. Later, while pacing, the pushback itself says the pace
-    /// was too fast: the new pace is what was admitted until the first
-    /// pushback, and at most 90% of the old pace.
+    /// The first time, the period is typically a burst answered by "come
+    /// back in W": the server admitted that many per W (or, if sending went
+    /// on for longer than W before the first pushback, over that time). The
+    /// pace is 99% of it, so that timer lateness never tips one window of a
+    /// fixed-window server over its limit (one rejection costs every queued
+    /// task a whole `Retry-After`). Later, while pacing, the pushback itself
+    /// says the pace was too fast: the new pace is what was admitted until
+    /// the first pushback, and at most 90% of the old pace.
     fn reopen(&mut self) {
         let successes = f64::from(self.epoch_successes);
-        let end = if self.learned {
-            self.first_pushback.unwrap_or(self.gate_until)
+        let sending = self
+            .first_pushback
+            .unwrap_or(self.gate_until)
+            .saturating_sub(self.epoch_start);
+        let period = if self.learned {
+            sending
         } else {
-            self.gate_until
-        };
-        let period = end.saturating_sub(self.epoch_start).as_secs_f64();
+            sending.max(self.gate_span)
+        }
+        .as_secs_f64();
         let measured = if period > 0.0 {
             successes / period
         } else {
@@ -225,7 +222,7 @@ impl OriginState {
         if self.learned {
             self.rate = measured.min(self.rate * CUT_FACTOR).max(MIN_RATE);
         } else if measured > 0.0 {
-            self.rate = measured.max(MIN_RATE);
+            self.rate = (measured * PACE_MARGIN).max(MIN_RATE);
             self.learned = true;
         } else {
             self.rate = self.rate.max(MIN_RATE);
@@ -236,8 +233,8 @@ impl OriginState {
         self.epoch_successes = 0;
         self.raised_at = self.gate_until;
         // The first slot at the gate time is the probe; the next comes one
-        // interval later. Slots reserved while the gate was closed stay.
-        self.next_slot = self.next_slot.max(self.gate_until);
+        // interval later.
+        self.next_slot = self.gate_until;
     }
 
     /// A 2xx (or any non-pushback) answer arrived at `now`.
@@ -268,7 +265,10 @@ impl OriginState {
         }
         match retry_at {
             Some(at) if at > now => {
-                self.gate_until = self.gate_until.max(at);
+                if at > self.gate_until {
+                    self.gate_until = at;
+                    self.gate_span = at - now;
+                }
                 self.closed = true;
                 self.first_pushback.get_or_insert(now);
             }
@@ -284,22 +284,23 @@ impl OriginState {
 
 impl OriginState {
     /// A compact text form for a shared store (space-separated numbers;
-    /// times in microseconds since the store's epoch).
+    /// times in nanoseconds since the store's epoch).
     #[must_use]
     pub fn encode(&self) -> String {
         format!(
-            "o1 {} {} {} {} {} {} {} {} {} {}",
-            micros(self.gate_until),
-            micros(self.next_slot),
+            "o2 {} {} {} {} {} {} {} {} {} {} {}",
+            nanos(self.gate_until),
+            nanos(self.gate_span),
+            nanos(self.next_slot),
             self.rate,
             u8::from(self.learned),
-            micros(self.epoch_start),
+            nanos(self.epoch_start),
             self.epoch_successes,
             u8::from(self.closed),
             self.first_pushback
-                .map_or_else(|| "-".to_owned(), |t| micros(t).to_string()),
-            micros(self.raised_at),
-            micros(self.last_seen),
+                .map_or_else(|| "-".to_owned(), |t| nanos(t).to_string()),
+            nanos(self.raised_at),
+            nanos(self.last_seen),
         )
     }
 
@@ -308,8 +309,9 @@ impl OriginState {
     pub fn decode(s: &str) -> Option<Self> {
         let f: Vec<&str> = s.split(' ').collect();
         let [
-            "o1",
+            "o2",
             gate,
+            span,
             next,
             rate,
             learned,
@@ -323,7 +325,7 @@ impl OriginState {
         else {
             return None;
         };
-        let time = |v: &str| v.parse::<u64>().ok().map(Duration::from_micros);
+        let time = |v: &str| v.parse::<u64>().ok().map(Duration::from_nanos);
         let flag = |v: &str| match v {
             "0" => Some(false),
             "1" => Some(true),
@@ -335,6 +337,7 @@ impl OriginState {
         }
         Some(OriginState {
             gate_until: time(gate)?,
+            gate_span: time(span)?,
             next_slot: time(next)?,
             rate,
             learned: flag(learned)?,
@@ -366,7 +369,7 @@ impl BudgetState {
     /// A compact text form for a shared store.
     #[must_use]
     pub fn encode(&self) -> String {
-        format!("b1 {} {}", self.tokens, micros(self.updated))
+        format!("b1 {} {}", self.tokens, nanos(self.updated))
     }
 
     /// Reads [`encode`](Self::encode)'s form; `None` for anything else.
@@ -377,7 +380,7 @@ impl BudgetState {
             return None;
         }
         let tokens: f64 = it.next()?.parse().ok()?;
-        let updated = Duration::from_micros(it.next()?.parse().ok()?);
+        let updated = Duration::from_nanos(it.next()?.parse().ok()?);
         if it.next().is_some() || !tokens.is_finite() || tokens < 0.0 {
             return None;
         }
@@ -385,8 +388,8 @@ impl BudgetState {
     }
 }
 
-fn micros(d: Duration) -> u64 {
-    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 fn interval(rate: f64) -> Duration {
@@ -537,6 +540,25 @@ mod tests {
         Duration::from_millis(n)
     }
 
+    /// An origin that admitted `n` requests in a burst at 0 and then said
+    /// "come back at 1 s".
+    fn after_burst(n: u32) -> OriginState {
+        let mut o = OriginState::new(ms(0));
+        for _ in 0..n {
+            o.on_success(ms(0));
+        }
+        o.on_pushback(ON, ms(0), Some(ms(1000)));
+        o
+    }
+
+    fn slot_at(o: &mut OriginState, now: Duration) -> Duration {
+        match o.admit(ON, now, LONG) {
+            Admission::Now => now,
+            Admission::Wait(d) => now + d,
+            other => panic!("expected a slot, got {other:?}"),
+        }
+    }
+
     #[test]
     fn unknown_origin_is_not_held() {
         let mut o = OriginState::new(ms(0));
@@ -545,10 +567,10 @@ mod tests {
     }
 
     #[test]
-    fn gate_holds_until_the_server_time_and_refuses_past_latest() {
+    fn a_closed_gate_queues_and_refuses_past_latest() {
         let mut o = OriginState::new(ms(0));
         o.on_pushback(ON, ms(10), Some(ms(1010)));
-        assert_eq!(o.admit(ON, ms(20), LONG), Admission::Wait(ms(990)));
+        assert_eq!(o.admit(ON, ms(20), LONG), Admission::Queue(ms(990)));
         assert_eq!(
             o.admit(ON, ms(20), ms(500)),
             Admission::Refused { gate: ms(990) }
@@ -560,38 +582,31 @@ mod tests {
 
     #[test]
     fn learns_the_admitted_rate_and_paces_after_a_probe() {
-        // First wave at t=0: 100 admitted, the rest told to come back at 1 s.
-        let mut o = OriginState::new(ms(0));
-        for _ in 0..100 {
-            o.on_success(ms(3));
-        }
-        o.on_pushback(ON, ms(2), Some(ms(1000)));
-        // At the gate time: the probe goes at 1.000 s, the next 10 ms later.
-        let mut slots = Vec::new();
-        for _ in 0..200 {
-            match o.admit(ON, ms(1000), LONG) {
-                Admission::Now => slots.push(ms(1000)),
-                Admission::Wait(d) => slots.push(ms(1000) + d),
-                Admission::Refused { .. } => panic!("refused"),
-            }
-        }
-        assert_eq!(o.rate(), 100.0);
+        let mut o = after_burst(100);
+        // Everyone queued at the closed gate comes back at its time.
+        assert_eq!(o.admit(ON, ms(500), LONG), Admission::Queue(ms(500)));
+        let slots: Vec<Duration> = (0..300).map(|_| slot_at(&mut o, ms(1000))).collect();
+        assert!(
+            (o.rate() - 100.0 * PACE_MARGIN).abs() < 1e-9,
+            "{}",
+            o.rate()
+        );
+        // The probe goes alone at the gate time, the next one interval later.
         assert_eq!(slots[0], ms(1000));
-        assert_eq!(slots[1], ms(1010));
-        // No second of the schedule holds more than the learned 100.
+        assert_eq!(slots[1], ms(1000) + interval(o.rate()));
+        assert!(slots.iter().all(|s| *s >= ms(1000)));
+        // No second of the schedule holds more than the 100 admitted.
         for w in 1..4 {
             let lo = Duration::from_secs(w);
             let hi = lo + Duration::from_secs(1);
             let n = slots.iter().filter(|s| **s >= lo && **s < hi).count();
-            assert!(n <= 100, "window {w}: {n}");
+            assert!((98..=100).contains(&n), "window {w}: {n}");
         }
-        assert!(slots.iter().all(|s| *s >= ms(1000)));
     }
 
     #[test]
-    fn nothing_admitted_means_one_probe_a_second_then_slow_start_once() {
-        let mut o = OriginState::new(ms(0));
-        o.on_pushback(ON, ms(0), Some(ms(1000)));
+    fn nothing_admitted_means_one_probe_a_second_then_slow_start() {
+        let mut o = after_burst(0);
         assert_eq!(o.admit(ON, ms(1000), LONG), Admission::Now);
         assert_eq!(o.rate(), MIN_RATE);
         assert_eq!(o.admit(ON, ms(1000), LONG), Admission::Wait(ms(1000)));
@@ -603,63 +618,55 @@ mod tests {
 
     #[test]
     fn a_pushback_while_pacing_cuts_the_pace() {
-        let mut o = OriginState::new(ms(0));
-        for _ in 0..100 {
-            o.on_success(ms(1));
-        }
-        o.on_pushback(ON, ms(1), Some(ms(1000)));
-        let _ = o.admit(ON, ms(1000), LONG);
-        assert_eq!(o.rate(), 100.0);
-        // Paced at 100/s, a pushback at 1.5 s after 50 successes.
+        let mut o = after_burst(100);
+        let _ = slot_at(&mut o, ms(1000));
+        let learned = o.rate();
+        // Paced, a pushback at 1.5 s after 50 successes.
         for _ in 0..50 {
             o.on_success(ms(1400));
         }
         o.on_pushback(ON, ms(1500), Some(ms(2500)));
-        assert_eq!(o.admit(ON, ms(1600), LONG), Admission::Wait(ms(900)));
-        let _ = o.admit(ON, ms(2500), LONG);
-        assert!((o.rate() - 90.0).abs() < 1e-9, "{}", o.rate());
+        assert_eq!(o.admit(ON, ms(1600), LONG), Admission::Queue(ms(900)));
+        assert_eq!(slot_at(&mut o, ms(2500)), ms(2500));
+        assert!(
+            (o.rate() - learned * CUT_FACTOR).abs() < 1e-9,
+            "{}",
+            o.rate()
+        );
     }
 
     #[test]
     fn a_clean_learned_pace_is_raised_rarely() {
-        let mut o = OriginState::new(ms(0));
-        for _ in 0..100 {
-            o.on_success(ms(1));
-        }
-        o.on_pushback(ON, ms(1), Some(ms(1000)));
-        let _ = o.admit(ON, ms(1000), LONG);
+        let mut o = after_burst(100);
+        let _ = slot_at(&mut o, ms(1000));
+        let learned = o.rate();
         o.on_success(ms(5000));
-        assert_eq!(o.rate(), 100.0);
+        assert_eq!(o.rate(), learned);
         o.on_success(ms(11_000));
-        assert!((o.rate() - 110.0).abs() < 1e-9);
+        assert!((o.rate() - learned * RAISE_FACTOR).abs() < 1e-9);
     }
 
     #[test]
-    fn a_queue_behind_a_closed_gate_is_paced_from_a_lone_probe() {
+    fn a_long_sending_period_is_measured_over_its_length() {
+        // 50/s for 4 s, then a pushback with a 1 s gate: 200 over 4 s.
         let mut o = OriginState::new(ms(0));
-        for _ in 0..10 {
-            o.on_success(ms(1));
+        for i in 0..200 {
+            o.on_success(ms(i * 20));
         }
-        o.on_pushback(ON, ms(2), Some(ms(1000)));
-        // Queued while closed: 10 admitted over the 1 s period → 10/s.
-        assert_eq!(o.admit(ON, ms(100), LONG), Admission::Wait(ms(900)));
-        assert_eq!(o.admit(ON, ms(100), LONG), Admission::Wait(ms(1000)));
-        // After reopening, new slots follow the reserved ones.
-        assert_eq!(o.admit(ON, ms(1000), LONG), Admission::Wait(ms(200)));
-        assert_eq!(o.rate(), 10.0);
+        o.on_pushback(ON, ms(4000), Some(ms(5000)));
+        let _ = slot_at(&mut o, ms(5000));
+        assert!((o.rate() - 50.0 * PACE_MARGIN).abs() < 1e-9, "{}", o.rate());
     }
 
     #[test]
     fn state_round_trips_through_its_text_form() {
-        let mut o = OriginState::new(ms(7));
-        for _ in 0..3 {
-            o.on_success(ms(8));
-        }
-        o.on_pushback(ON, ms(9), Some(ms(1009)));
+        let mut o = after_burst(3);
         let _ = o.admit(ON, ms(10), LONG);
         let o2 = OriginState::decode(&o.encode()).expect("decodes");
         assert_eq!(o2, o);
-        assert_eq!(OriginState::decode("o1 1 2"), None);
+        let _ = slot_at(&mut o, ms(1000));
+        assert_eq!(OriginState::decode(&o.encode()), Some(o));
+        assert_eq!(OriginState::decode("o2 1 2"), None);
         assert_eq!(OriginState::decode("garbage"), None);
         let b = BudgetState::new(&RetryBudget::default(), ms(5));
         assert_eq!(BudgetState::decode(&b.encode()), Some(b));
