@@ -283,7 +283,7 @@ impl<S: Store> Middleware for RetryAfterMiddleware<S> {
             let status = response.status();
             if !run.policy.is_retry_status(status) {
                 planner.finish(&mut task);
-                run.record(Outcome::Admitted).await?;
+                run.record(Outcome::Admitted).await;
                 return finish(Some(response), &task, waited, None, None);
             }
 
@@ -302,7 +302,7 @@ impl<S: Store> Middleware for RetryAfterMiddleware<S> {
             run.record(Outcome::Pushback {
                 retry_in: server_delay,
             })
-            .await?;
+            .await;
             let now = Instant::now();
             let mut decision = planner.plan(&mut task, &pushback, now, fastrand::u64(..));
             // Retries the server gave no time for spend the client-wide
@@ -408,11 +408,19 @@ impl<S: Store> Run<'_, S> {
         }
     }
 
-    async fn record(&self, outcome: Outcome) -> Result<(), Error> {
-        self.store
+    /// Records what the origin answered. A store that cannot record it
+    /// costs the shared view one observation, never the caller's response.
+    async fn record(&self, outcome: Outcome) {
+        let result = self
+            .store
             .record(self.origin, self.policy.pacing_config(), outcome)
-            .await
-            .map_err(Error::Store)
+            .await;
+        #[cfg(feature = "tracing")]
+        if let Err(e) = result {
+            tracing::warn!(origin = self.origin, error = %e, "reqwest-backpressure: could not record an answer");
+        }
+        #[cfg(not(feature = "tracing"))]
+        let _ = result;
     }
 }
 
