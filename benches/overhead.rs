@@ -11,11 +11,13 @@
 //! - `reqwest-retry`: `RetryTransientMiddleware` with `ExponentialBackoff`
 //!   and 3 retries.
 //!
-//! After criterion, the same clients run interleaved (A/B/C, B/C/A, …) in
-//! short rounds and the line `overhead ratio backpressure/bare = …` gives
-//! the median of the per-round ratios: interleaving cancels the drift of a
-//! small, noisy machine that separate criterion runs would fold into the
-//! comparison.
+//! After criterion, the same clients run interleaved one request at a time
+//! (A/B/C, B/C/A, C/A/B, …), 5 blocks of 2000 requests each, and the line
+//! `overhead ratio backpressure/bare = …` divides the median latencies.
+//! Interleaving puts every client under the same background noise; three
+//! separate criterion runs on a small, shared machine can land in different
+//! regimes (the loopback round trip is mostly thread wake-ups) and are not
+//! comparable with each other.
 //!
 //! ```text
 //! cargo bench --bench overhead
@@ -68,30 +70,33 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
-/// Runs the clients interleaved: `rounds` rounds, each sending `per_round`
-/// requests with each client in a rotated order. Returns per-round mean
-/// latencies, `[client][round]`.
+/// Sends `blocks` x `per_block` GETs with each client, interleaved one
+/// request at a time (A/B/C, B/C/A, C/A/B, ...), and returns every
+/// request's latency in seconds, `[client][block][request]`.
 fn interleaved(
     rt: &Runtime,
     clients: &[ClientWithMiddleware; 3],
     url: &str,
-    rounds: usize,
-    per_round: usize,
-) -> [Vec<f64>; 3] {
+    blocks: usize,
+    per_block: usize,
+) -> [Vec<Vec<f64>>; 3] {
     rt.block_on(async {
-        let mut means: [Vec<f64>; 3] = Default::default();
-        for round in 0..rounds {
-            for i in 0..3 {
-                let c = (round + i) % 3;
-                let start = Instant::now();
-                for _ in 0..per_round {
+        let mut latencies: [Vec<Vec<f64>>; 3] = Default::default();
+        for _ in 0..blocks {
+            for l in &mut latencies {
+                l.push(Vec::with_capacity(per_block));
+            }
+            for i in 0..per_block {
+                for j in 0..3 {
+                    let c = (i + j) % 3;
+                    let start = Instant::now();
                     std::hint::black_box(get(&clients[c], url).await);
+                    let secs = start.elapsed().as_secs_f64();
+                    latencies[c].last_mut().expect("block").push(secs);
                 }
-                let secs = start.elapsed().as_secs_f64();
-                means[c].push(secs / per_round as f64);
             }
         }
-        means
+        latencies
     })
 }
 
@@ -133,27 +138,47 @@ fn main() {
     }
     criterion.final_summary();
 
-    let (rounds, per_round) = if full { (25, 400) } else { (3, 20) };
+    let (blocks, per_block) = if full { (5, 2000) } else { (1, 20) };
     // Warm the pool and every path before measuring.
-    interleaved(&rt, &clients, &url, 1, per_round);
-    let mut means = interleaved(&rt, &clients, &url, rounds, per_round);
-    let ratio = |c: usize| {
-        let mut r: Vec<f64> = means[c]
+    interleaved(&rt, &clients, &url, 1, per_block / 10);
+    let latencies = interleaved(&rt, &clients, &url, blocks, per_block);
+    // Median latency of each client, over all blocks and per block.
+    let overall: Vec<f64> = latencies.iter().map(|l| median(&mut l.concat())).collect();
+    let per_block_ratio = |c: usize| {
+        let r: Vec<f64> = latencies[c]
             .iter()
-            .zip(&means[0])
-            .map(|(x, bare)| x / bare)
+            .zip(&latencies[0])
+            .map(|(x, bare)| median(&mut x.clone()) / median(&mut bare.clone()))
             .collect();
-        median(&mut r)
+        let min = r.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = r.iter().copied().fold(0.0, f64::max);
+        (min, max)
     };
-    let ours = ratio(1);
-    let theirs = ratio(2);
-    let micros: Vec<f64> = means.iter_mut().map(|m| median(m) * 1e6).collect();
+    let (ours_min, ours_max) = per_block_ratio(1);
+    let (theirs_min, theirs_max) = per_block_ratio(2);
     println!(
-        "overhead ratio backpressure/bare = {ours:.3}, reqwest-retry/bare = {theirs:.3} \
-         (median of {rounds} interleaved rounds x {per_round} GETs per client)"
+        "overhead ratio backpressure/bare = {:.3}, reqwest-retry/bare = {:.3}{}",
+        overall[1] / overall[0],
+        overall[2] / overall[0],
+        if full {
+            ""
+        } else {
+            " [test mode: not a measurement]"
+        }
     );
     println!(
-        "overhead per GET (median): {} {:.1} us, {} {:.1} us, {} {:.1} us",
-        NAMES[0], micros[0], NAMES[1], micros[1], NAMES[2], micros[2]
+        "  medians of {blocks}x{per_block} GETs per client, interleaved one request at a time; \
+         per-block ratios: backpressure {ours_min:.3}-{ours_max:.3}, reqwest-retry {theirs_min:.3}-{theirs_max:.3}"
+    );
+    println!(
+        "  median per GET: {} {:.1} us, {} {:.1} us ({:+.2} us), {} {:.1} us ({:+.2} us)",
+        NAMES[0],
+        overall[0] * 1e6,
+        NAMES[1],
+        overall[1] * 1e6,
+        (overall[1] - overall[0]) * 1e6,
+        NAMES[2],
+        overall[2] * 1e6,
+        (overall[2] - overall[0]) * 1e6,
     );
 }
