@@ -450,28 +450,6 @@ fn finish(
     Ok(response)
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn origin_is_scheme_host_port_only() {
-        let cases = [
-            (
-                "https://user:secret@example.com/a?token=x#f",
-                "https://example.com:443",
-            ),
-            ("http://127.0.0.1:8080/", "http://127.0.0.1:8080"),
-            ("http://[::1]:1/", "http://[::1]:1"),
-            ("http://h:65535", "http://h:65535"),
-            ("http://h:0", "http://h:0"),
-            ("http://h/", "http://h:80"),
-        ];
-        for (url, origin) in cases {
-            let url = reqwest::Url::parse(url).expect("valid url");
-            assert_eq!(super::origin_of(&url), origin);
-        }
-    }
-}
-
 #[cfg(feature = "tracing")]
 fn log_decision(origin: &str, response: &Response, attempt: u32, hint: &Hint, decision: &Decision) {
     use http::header::RETRY_AFTER;
@@ -511,3 +489,25 @@ fn log_decision(origin: &str, response: &Response, attempt: u32, hint: &Hint, de
 
 #[cfg(not(feature = "tracing"))]
 fn log_decision(_: &str, _: &Response, _: u32, _: &Hint, _: &Decision) {}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn origin_is_scheme_host_port_only() {
+        let cases = [
+            (
+                "https://user:secret@example.com/a?token=x#f",
+                "https://example.com:443",
+            ),
+            ("http://127.0.0.1:8080/", "http://127.0.0.1:8080"),
+            ("http://[::1]:1/", "http://[::1]:1"),
+            ("http://h:65535", "http://h:65535"),
+            ("http://h:0", "http://h:0"),
+            ("http://h/", "http://h:80"),
+        ];
+        for (url, origin) in cases {
+            let url = reqwest::Url::parse(url).expect("valid url");
+            assert_eq!(super::origin_of(&url), origin);
+        }
+    }
+}
