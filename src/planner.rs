@@ -474,7 +474,9 @@ impl<K: Hash + Eq> KeyedPlanner<K> {
 
     /// Ends the task `key`, freeing its entry.
     pub fn end(&mut self, key: &K) -> Option<TaskState> {
-        self.tasks.remove(key)
+        let task = self.tasks.remove(key);
+        crate::store::shrink_after_burst(&mut self.tasks);
+        task
     }
 
     /// Number of running tasks.

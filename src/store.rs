@@ -249,6 +249,15 @@ impl MemoryStore {
     }
 }
 
+/// Gives memory back once a burst of entries is over: when a map holds
+/// under a quarter of its capacity (and the capacity is not small), it
+/// shrinks to twice its length. The hysteresis keeps this rare.
+pub(crate) fn shrink_after_burst<K: std::hash::Hash + Eq, V>(map: &mut HashMap<K, V>) {
+    if map.capacity() > 64 && map.len() < map.capacity() / 4 {
+        map.shrink_to(map.len() * 2);
+    }
+}
+
 /// About 30 years ahead: the latest instant we ever compute.
 pub(crate) fn far_future(now: Instant) -> Instant {
     const THIRTY_YEARS: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
@@ -268,6 +277,7 @@ impl Store for MemoryStore {
         let mut leases = self.leases();
         if leases.get(key).is_some_and(|l| l.token == token.0) {
             leases.remove(key);
+            shrink_after_burst(&mut leases);
         }
     }
 
