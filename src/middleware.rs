@@ -236,7 +236,18 @@ impl<S: Store> Middleware for RetryAfterMiddleware<S> {
                     };
                     return finish(last, &task, waited, Some(reason), retry_at);
                 }
-                Err(Refusal::Store(e)) => return Err(Error::Store(e).into()),
+                // Nothing sent yet: a typed error. After a pushback: the
+                // pushback itself, which the caller must not lose.
+                Err(Refusal::Store(e)) if last.is_none() => return Err(Error::Store(e).into()),
+                Err(Refusal::Store(_)) => {
+                    return finish(
+                        last,
+                        &task,
+                        waited,
+                        Some(StopReason::StoreUnavailable),
+                        retry_at,
+                    );
+                }
             }
 
             let attempt = match planner.claim(&mut task, Instant::now()) {
@@ -315,13 +326,10 @@ impl<S: Store> Middleware for RetryAfterMiddleware<S> {
             // Retries the server gave no time for spend the client-wide
             // budget; a retry at the server's own time does not.
             if matches!(decision, Decision::Wait { .. }) && server_delay.is_none() {
-                let allowed = self
-                    .store
-                    .withdraw_retry(&run.policy.retry_budget)
-                    .await
-                    .map_err(Error::Store)?;
-                if !allowed {
-                    decision = Decision::Stop(StopReason::RetryBudgetExhausted);
+                match self.store.withdraw_retry(&run.policy.retry_budget).await {
+                    Ok(true) => {}
+                    Ok(false) => decision = Decision::Stop(StopReason::RetryBudgetExhausted),
+                    Err(_) => decision = Decision::Stop(StopReason::StoreUnavailable),
                 }
             }
             log_decision(&origin, &response, attempt, &hint, &decision);

@@ -71,6 +71,10 @@ pub enum StopReason {
     WaitBudgetExhausted,
     /// The client-wide retry budget is empty. Code `retry_budget_exhausted`.
     RetryBudgetExhausted,
+    /// The shared store could not answer before a retry and fails closed
+    /// (see `RedisStore`'s `FailMode`); the pushback is returned. Code
+    /// `store_unavailable`.
+    StoreUnavailable,
 }
 
 impl StopReason {
@@ -86,6 +90,7 @@ impl StopReason {
             StopReason::MissingRetryAfter => "missing_retry_after",
             StopReason::WaitBudgetExhausted => "wait_budget_exhausted",
             StopReason::RetryBudgetExhausted => "retry_budget_exhausted",
+            StopReason::StoreUnavailable => "store_unavailable",
         }
     }
 }
