@@ -48,6 +48,19 @@ pub enum Admission {
     },
 }
 
+/// What an answer from an origin means for its shared state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// The origin admitted the request (any status that is not pushback).
+    Admitted,
+    /// The origin pushed back; `retry_in` is the server's time from now,
+    /// when it gave a valid one.
+    Pushback {
+        /// How long from now the server asked to wait.
+        retry_in: Option<Duration>,
+    },
+}
+
 /// Settings of the gate and the pace; plain data from the [`Policy`](crate::Policy).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PacingConfig {
@@ -251,6 +264,16 @@ impl OriginState {
             } else if now.saturating_sub(self.raised_at) >= RAISE_EVERY {
                 self.rate *= RAISE_FACTOR;
                 self.raised_at = now;
+            }
+        }
+    }
+
+    /// Applies what the origin answered at `now`.
+    pub fn observe(&mut self, cfg: PacingConfig, now: Duration, outcome: Outcome) {
+        match outcome {
+            Outcome::Admitted => self.on_success(now),
+            Outcome::Pushback { retry_in } => {
+                self.on_pushback(cfg, now, retry_in.and_then(|d| now.checked_add(d)));
             }
         }
     }

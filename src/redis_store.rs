@@ -438,12 +438,7 @@ impl Store for RedisStore {
         let key = self.origin_key(origin);
         let op = self.update(&key, OriginState::decode, OriginState::encode, |s, now| {
             let state = s.get_or_insert_with(|| OriginState::new(now));
-            match outcome {
-                Outcome::Admitted => state.on_success(now),
-                Outcome::Pushback { retry_in } => {
-                    state.on_pushback(pacing, now, retry_in.and_then(|d| now.checked_add(d)));
-                }
-            }
+            state.observe(pacing, now, outcome);
             ((), Some(state.keep_for(now, ORIGIN_IDLE)))
         });
         self.guarded("record", op, self.local.record(origin, pacing, outcome))

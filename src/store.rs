@@ -20,20 +20,8 @@ use tokio::time::Instant;
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use crate::redis_store::{FailMode, RedisStore};
 
+pub use crate::pacing::Outcome;
 use crate::pacing::{Admission, BudgetState, OriginState, PacingConfig, RetryBudget};
-
-/// What an answer from an origin means for its shared state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// The origin admitted the request (any status that is not pushback).
-    Admitted,
-    /// The origin pushed back; `retry_in` is the server's time from now,
-    /// when it gave a valid one.
-    Pushback {
-        /// How long from now the server asked to wait.
-        retry_in: Option<Duration>,
-    },
-}
 
 /// Proof of holding the lease of a key, returned by [`Store::acquire`] and
 /// given back to [`Store::release`]. A release with a stale token (the
@@ -319,12 +307,7 @@ impl Store for MemoryStore {
             let Some(state) = origins.get_mut(origin) else {
                 return std::future::ready(Ok(()));
             };
-            match outcome {
-                Outcome::Admitted => state.on_success(now),
-                Outcome::Pushback { retry_in } => {
-                    state.on_pushback(pacing, now, retry_in.and_then(|d| now.checked_add(d)));
-                }
-            }
+            state.observe(pacing, now, outcome);
         }
         std::future::ready(Ok(()))
     }
