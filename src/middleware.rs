@@ -374,9 +374,12 @@ impl<S: Store> Run<'_, S> {
     /// paced slot has come. Refused when that is later than the task can
     /// wait (its deadline less `send_reserve`, and `max_wait`).
     /// Returns whether it waited.
+    /// `first` (the task's first send) deposits into the retry budget,
+    /// once however often the task has to ask.
     async fn admit(&self, first: bool) -> Result<bool, Refusal> {
         let pacing = self.policy.pacing_config();
         let mut slept = false;
+        let mut deposit = first;
         loop {
             let now = Instant::now();
             let latest = self
@@ -391,10 +394,11 @@ impl<S: Store> Run<'_, S> {
                     pacing,
                     &self.policy.retry_budget,
                     latest,
-                    first,
+                    deposit,
                 )
                 .await
                 .map_err(Refusal::Store)?;
+            deposit = false;
             match admission {
                 Admission::Now => return Ok(slept),
                 Admission::Refused { gate } => {
