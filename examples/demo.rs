@@ -7,11 +7,15 @@
 //! ```
 //!
 //! Each scenario runs against its own embedded server on 127.0.0.1 (its own
-//! origin, so the scenarios are independent) and all of them run at once.
-//! The server prints every arrival; the client prints how each call ended.
+//! origin, so the scenarios are independent). Scenarios a to g run at once:
+//! the server prints every arrival; the client prints how each call ended.
+//! Then scenario h sends 40 requests at once to a rate-limited server and
+//! prints what that server saw, window by window: one rejected burst, then
+//! the queue released at the server's rate, with no retry storm.
 //! The demo checks every outcome and exits non-zero if one is not what the
 //! contract says, so it doubles as a smoke test.
 
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -22,8 +26,9 @@ use futures_util::future::join_all;
 use reqwest::Method;
 use reqwest_backpressure::{Deadline, IdempotencyKey, Policy, RetryAfterMiddleware, RetryReport};
 use reqwest_middleware::ClientWithMiddleware;
+use tokio::task::JoinSet;
 use tokio::time::Instant;
-use wiremock::matchers::any;
+use wiremock::matchers::{any, method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 /// The jitter of the demo's policy: small, so the timeline stays readable.
@@ -386,6 +391,255 @@ async fn run(
     problems
 }
 
+// ---------------------------------------------------------------------------
+// Scenario h: a burst against a rate-limited server, and no storm after it
+// ---------------------------------------------------------------------------
+
+/// Tasks that send at once in scenario h.
+const BURST_TASKS: u32 = 40;
+/// Requests the scenario-h server admits per window.
+const WINDOW_CAP: u32 = 10;
+/// Each scenario-h task's deadline.
+const BURST_DEADLINE: Duration = Duration::from_secs(8);
+/// Most `429`s scenario h expects: the first burst's 30, plus a small margin
+/// for timer lateness on a busy machine.
+const MAX_REJECTED: u64 = 33;
+/// Longest scenario h may take: ideally just under 4 s (30 queued tasks at
+/// 10 a second from the 1 s mark).
+const MAX_BURST_TIME: Duration = Duration::from_secs(6);
+
+/// One request as the scenario-h server saw it.
+#[derive(Debug, Clone, Copy)]
+struct WindowArrival {
+    /// Since the server's first request.
+    at: Duration,
+    ok: bool,
+    /// Arrived before the window start its task's last `429` pointed to.
+    premature: bool,
+}
+
+/// A fixed-window rate limiter: `WINDOW_CAP` requests per 1 s window,
+/// windows counted from the first request; the rest get `429` with `Retry-After` =
+/// whole seconds to the next window (at least 1). It remembers, per
+/// `x-task`, the window start its last `429` pointed to.
+#[derive(Debug, Default)]
+struct WindowState {
+    epoch: Option<Instant>,
+    window: u64,
+    used: u32,
+    /// Per task: the window start its last `429` pointed to.
+    allowed: HashMap<String, Instant>,
+    arrivals: Vec<WindowArrival>,
+}
+
+impl WindowState {
+    fn handle(&mut self, task: Option<String>) -> ResponseTemplate {
+        let now = Instant::now();
+        let epoch = *self.epoch.get_or_insert(now);
+        let since = now.duration_since(epoch);
+        let k = since.as_secs();
+        if k != self.window {
+            self.window = k;
+            self.used = 0;
+        }
+        let premature = task
+            .as_ref()
+            .and_then(|t| self.allowed.get(t))
+            .is_some_and(|allowed| now < *allowed);
+        let ok = self.used < WINDOW_CAP;
+        let response = if ok {
+            self.used += 1;
+            ResponseTemplate::new(200).set_body_string("ok")
+        } else {
+            let next = epoch + Duration::from_secs(k + 1);
+            let to_next = next.duration_since(now);
+            let secs = (to_next.as_secs() + u64::from(to_next.subsec_nanos() > 0)).max(1);
+            if let Some(task) = task {
+                self.allowed.insert(task, next);
+            }
+            ResponseTemplate::new(429).insert_header("retry-after", secs.to_string().as_str())
+        };
+        self.arrivals.push(WindowArrival {
+            at: since,
+            ok,
+            premature,
+        });
+        response
+    }
+}
+
+struct FixedWindow(Arc<Mutex<WindowState>>);
+
+impl Respond for FixedWindow {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let task = request
+            .headers
+            .get("x-task")
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .handle(task)
+    }
+}
+
+/// Runs scenario h with its own client and server, prints what the server
+/// saw per window; returns what did not go as expected.
+async fn run_burst(policy: &Policy) -> Vec<String> {
+    let first_burst = BURST_TASKS - WINDOW_CAP;
+    for line in [
+        format!(
+            "h  {BURST_TASKS} x GET /burst at once (header x-task: 0..{}), from a new client with \
+             the same policy,",
+            BURST_TASKS - 1
+        ),
+        format!(
+            "   to a fresh server that admits {WINDOW_CAP} requests per 1 s window and answers the \
+             rest 429 +"
+        ),
+        "   Retry-After (whole seconds to the next window). What to look for: the first burst is"
+            .to_owned(),
+        format!(
+            "   rejected once (up to {first_burst} 429s); then the origin gate holds every task \
+             until the server's"
+        ),
+        format!(
+            "   time and releases the queue about {WINDOW_CAP} a second after a lone probe, so \
+             each later"
+        ),
+        format!("   window sees ~{WINDOW_CAP} requests and no 429s."),
+    ] {
+        println!("{line}");
+    }
+    println!();
+    // A bare (not pooled) server: a new port, so a new origin, with no gate
+    // left over from the scenarios above.
+    let server = MockServer::builder().start().await;
+    let state = Arc::new(Mutex::new(WindowState::default()));
+    Mock::given(method("GET"))
+        .and(path("/burst"))
+        .respond_with(FixedWindow(Arc::clone(&state)))
+        .mount(&server)
+        .await;
+    let inner = match reqwest::Client::builder().no_proxy().build() {
+        Ok(client) => client,
+        Err(e) => return vec![format!("cannot build the HTTP client: {e}")],
+    };
+    let client = reqwest_middleware::ClientBuilder::new(inner)
+        .with(RetryAfterMiddleware::new(policy.clone()))
+        .build();
+
+    let url = format!("{}/burst", server.uri());
+    let started = Instant::now();
+    let mut tasks = JoinSet::new();
+    for i in 0..BURST_TASKS {
+        let client = client.clone();
+        let url = url.clone();
+        tasks.spawn(async move {
+            let result = client
+                .get(&url)
+                .header("x-task", i.to_string())
+                .with_extension(Deadline::after(BURST_DEADLINE))
+                .send()
+                .await;
+            let outcome = match result {
+                Ok(response) => {
+                    let status = response.status().as_u16();
+                    let code = response
+                        .extensions()
+                        .get::<RetryReport>()
+                        .and_then(|r| r.stop_reason())
+                        .map(|r| r.code());
+                    // Read the body so the connection goes back to the pool.
+                    let _ = response.bytes().await;
+                    match (status, code) {
+                        (200, None) => Ok(()),
+                        (status, Some(code)) => Err(format!("{status} ({code})")),
+                        (status, None) => Err(status.to_string()),
+                    }
+                }
+                Err(e) => Err(format!("error: {e}")),
+            };
+            (i, outcome)
+        });
+    }
+    let mut ok = 0;
+    // How the other tasks ended, counted by outcome.
+    let mut failures: BTreeMap<String, u32> = BTreeMap::new();
+    while let Some(joined) = tasks.join_next().await {
+        match joined {
+            Ok((_, Ok(()))) => ok += 1,
+            Ok((_, Err(e))) => *failures.entry(e).or_default() += 1,
+            Err(e) => *failures.entry(format!("a panic: {e}")).or_default() += 1,
+        }
+    }
+    let took = started.elapsed();
+    drop(server);
+
+    let arrivals = std::mem::take(&mut state.lock().unwrap_or_else(|e| e.into_inner()).arrivals);
+    let windows = arrivals
+        .iter()
+        .map(|a| a.at.as_secs())
+        .max()
+        .map_or(0, |k| k + 1);
+    println!(
+        "   {:<8} {:>8} {:>5} {:>5} {:>9}",
+        "window", "requests", "200", "429", "premature"
+    );
+    for k in 0..windows {
+        let here: Vec<_> = arrivals.iter().filter(|a| a.at.as_secs() == k).collect();
+        let oks = here.iter().filter(|a| a.ok).count();
+        let premature = here.iter().filter(|a| a.premature).count();
+        println!(
+            "   {:<8} {:>8} {:>5} {:>5} {:>9}",
+            format!("{k}–{} s", k + 1),
+            here.len(),
+            oks,
+            here.len() - oks,
+            premature
+        );
+    }
+    let rejected = arrivals.iter().filter(|a| !a.ok).count() as u64;
+    let premature = arrivals.iter().filter(|a| a.premature).count();
+    let last_ok = arrivals.iter().filter(|a| a.ok).map(|a| a.at).max();
+    println!(
+        "   tasks ok {ok}/{BURST_TASKS}; the server saw {} requests, {rejected} 429s, {premature} \
+         premature;\n   last 200 at {} s on the server's clock (all tasks done {:.2} s after the \
+         burst)",
+        arrivals.len(),
+        last_ok.map_or_else(|| "-".to_owned(), |t| format!("{:.2}", t.as_secs_f64())),
+        took.as_secs_f64(),
+    );
+
+    let mut problems = Vec::new();
+    if ok != BURST_TASKS {
+        problems.push(format!(
+            "{ok} of {BURST_TASKS} tasks got a 200, expected all"
+        ));
+    }
+    for (outcome, n) in &failures {
+        problems.push(format!("{n} task(s) ended with {outcome}"));
+    }
+    if premature > 0 {
+        problems.push(format!(
+            "{premature} requests arrived before the window their task's 429 pointed to"
+        ));
+    }
+    if rejected > MAX_REJECTED {
+        problems.push(format!(
+            "the server sent {rejected} 429s, expected at most {MAX_REJECTED} ({first_burst} for the first burst)"
+        ));
+    }
+    if took > MAX_BURST_TIME {
+        problems.push(format!(
+            "the tasks took {:.2} s, expected at most {} s",
+            took.as_secs_f64(),
+            MAX_BURST_TIME.as_secs()
+        ));
+    }
+    problems
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     // Silent unless RUST_LOG asks for the middleware's events (on stderr).
@@ -422,7 +676,9 @@ async fn main() -> ExitCode {
         ms = JITTER.as_millis(),
         n = policy.get_max_attempts(),
     );
-    println!("scenarios (all at once, each against its own local server on 127.0.0.1):");
+    println!(
+        "scenarios a-g (all at once, each against its own local server on 127.0.0.1), then h on its own:"
+    );
     println!("     {:<18} {:<39} expected", "request", "server answers");
     for s in &scenarios {
         println!(
@@ -433,6 +689,13 @@ async fn main() -> ExitCode {
             s.expect_text
         );
     }
+    println!(
+        "  {:<2} {:<18} {:<39} no storm: {} 429s, then ~{WINDOW_CAP} a second",
+        "h",
+        format!("{BURST_TASKS} x GET /burst"),
+        format!("{WINDOW_CAP} a 1 s window, rest 429 Retry-After"),
+        BURST_TASKS - WINDOW_CAP
+    );
     println!();
     println!("{:>6}  {:<2} {:<6}  event", "ms", "#", "side");
     println!(
@@ -461,36 +724,41 @@ async fn main() -> ExitCode {
             .map(|(s, server)| run(s, server, &client, &timeline)),
     )
     .await;
+    println!();
+
+    // Scenario h, once a to g are done, so their timeline stays readable.
+    let burst = run_burst(&policy).await;
     let total = timeline.start.elapsed();
 
-    let failed: Vec<_> = scenarios
+    let mut failed: Vec<_> = scenarios
         .iter()
         .zip(&results)
         .filter(|(_, problems)| !problems.is_empty())
+        .map(|(s, problems)| {
+            let what = format!("{} ({} {})", s.label, s.method.as_str(), s.path);
+            (what, problems.as_slice())
+        })
         .collect();
+    if !burst.is_empty() {
+        failed.push(("h (GET /burst)".to_owned(), burst.as_slice()));
+    }
+    let count = scenarios.len() + 1;
     println!();
     if failed.is_empty() {
         println!(
-            "all {} scenarios ended as the contract says ({:.1} s).",
-            scenarios.len(),
+            "all {count} scenarios ended as the contract says ({:.1} s).",
             total.as_secs_f64()
         );
         ExitCode::SUCCESS
     } else {
-        for (s, problems) in &failed {
+        for (what, problems) in &failed {
             for p in problems.iter() {
-                println!(
-                    "UNEXPECTED in {} ({} {}): {p}",
-                    s.label,
-                    s.method.as_str(),
-                    s.path
-                );
+                println!("UNEXPECTED in {what}: {p}");
             }
         }
         println!(
-            "{} of {} scenarios did not end as expected.",
-            failed.len(),
-            scenarios.len()
+            "{} of {count} scenarios did not end as expected.",
+            failed.len()
         );
         ExitCode::FAILURE
     }
