@@ -1,10 +1,23 @@
 //! The storm benchmark: N tasks, each wanting one `200`, against a local
-//! rate-limited server, side by side for three clients:
+//! rate-limited server, side by side for these clients:
 //!
 //! 1. `no retry`: a bare `reqwest_middleware` client;
 //! 2. `reqwest-retry`: `RetryTransientMiddleware` with exponential backoff,
 //!    3 retries;
-//! 3. `reqwest-backpressure`: `RetryAfterMiddleware::new(Policy::default())`.
+//! 3. `reqwest-backpressure`: `RetryAfterMiddleware::new(Policy::default())`;
+//! 4. with the `redis` feature, `reqwest-backpressure, 4 processes over
+//!    Redis`: the same N tasks split over 4 processes (this binary re-run as
+//!    workers), each with `RetryAfterMiddleware::with_store(Policy::default(),
+//!    RedisStore)` (one key prefix, `FailMode::Closed`) against one
+//!    `redis-server` this binary starts (free loopback port, no persistence,
+//!    its own temp dir, killed at the end). The rate-limited server is the
+//!    parent's, so its counters are comparable with the other rows; the
+//!    workers start their tasks at one shared instant and report per-task
+//!    results (successes, failures by code, last success since that instant)
+//!    on one stdout line (a worker is this binary with `STORM_WORKER=1` and
+//!    its settings in `STORM_WORKER_*`). The 429s and last success are
+//!    checked against the single-process row (within 10%). Without
+//!    `redis-server` on `PATH` only this row is skipped, with a message.
 //!
 //! Two server shapes, each row on a fresh server (new port, new origin) and
 //! a fresh client:
@@ -25,8 +38,9 @@
 //!
 //! ```text
 //! cargo bench --bench storm
+//! cargo bench --features redis --bench storm    # + the 4-process Redis row
 //! STORM_N=500 STORM_CAP=100      # defaults
-//! STORM_ONLY=backpressure        # only reqwest-backpressure's rows
+//! STORM_ONLY=backpressure        # only reqwest-backpressure's rows (Redis row included)
 //! STORM_SHAPE=window|bucket      # only one server shape
 //! STORM_VERBOSE=1                # per-window breakdown of our rows (STORM_VERBOSE=all: every row)
 //! STORM_TIMEOUT=30               # seconds per row before partial figures are reported
@@ -74,6 +88,9 @@ enum ClientKind {
     NoRetry,
     ReqwestRetry,
     Backpressure,
+    /// [`redis_row::WORKERS`] processes sharing one `RedisStore`.
+    #[cfg(feature = "redis")]
+    BackpressureRedis,
 }
 
 impl ClientKind {
@@ -82,6 +99,27 @@ impl ClientKind {
             ClientKind::NoRetry => "no retry",
             ClientKind::ReqwestRetry => "reqwest-retry",
             ClientKind::Backpressure => "reqwest-backpressure",
+            #[cfg(feature = "redis")]
+            ClientKind::BackpressureRedis => "reqwest-backpressure, 4 processes over Redis",
+        }
+    }
+
+    /// Tasks spread over several processes (timed from a shared instant).
+    fn multi_process(self) -> bool {
+        match self {
+            ClientKind::NoRetry | ClientKind::ReqwestRetry | ClientKind::Backpressure => false,
+            #[cfg(feature = "redis")]
+            ClientKind::BackpressureRedis => true,
+        }
+    }
+
+    /// One of reqwest-backpressure's rows (shown by `STORM_VERBOSE=1`).
+    fn is_ours(self) -> bool {
+        match self {
+            ClientKind::NoRetry | ClientKind::ReqwestRetry => false,
+            ClientKind::Backpressure => true,
+            #[cfg(feature = "redis")]
+            ClientKind::BackpressureRedis => true,
         }
     }
 
@@ -91,6 +129,10 @@ impl ClientKind {
             .expect("reqwest client builds");
         let builder = ClientBuilder::new(inner);
         match self {
+            #[cfg(feature = "redis")]
+            ClientKind::BackpressureRedis => {
+                unreachable!("the Redis row's clients live in its worker processes")
+            }
             ClientKind::NoRetry => builder.build(),
             ClientKind::ReqwestRetry => builder
                 .with(RetryTransientMiddleware::new_with_policy(
@@ -155,7 +197,8 @@ impl Config {
             let v = v.trim().to_ascii_lowercase();
             v == "backpressure" || v == "reqwest-backpressure" || v == "ours"
         });
-        let clients = if only_ours || (smoke && !sized) {
+        #[cfg_attr(not(feature = "redis"), allow(unused_mut))]
+        let mut clients = if only_ours || (smoke && !sized) {
             vec![ClientKind::Backpressure]
         } else {
             vec![
@@ -164,6 +207,8 @@ impl Config {
                 ClientKind::Backpressure,
             ]
         };
+        #[cfg(feature = "redis")]
+        clients.push(ClientKind::BackpressureRedis);
         let shapes = match env("STORM_SHAPE").map(|s| s.trim().to_ascii_lowercase()) {
             Some(s) if s.starts_with("window") || s == "fixed" => vec![Shape::Window],
             Some(s) if s.starts_with("bucket") || s == "token" => vec![Shape::Bucket],
@@ -380,6 +425,17 @@ struct ClientSide {
     reasons: BTreeMap<String, u32>,
     /// `RetryReport::attempts` of successful tasks (ours only).
     attempts: BTreeMap<u32, u32>,
+    /// When the first and the last failed task ended.
+    failed_span: Option<(Duration, Duration)>,
+}
+
+impl ClientSide {
+    fn failed_at(&mut self, at: Duration) {
+        self.failed_span = Some(
+            self.failed_span
+                .map_or((at, at), |(lo, hi)| (lo.min(at), hi.max(at))),
+        );
+    }
 }
 
 struct Row {
@@ -392,6 +448,8 @@ struct Row {
     timed_out: Option<Duration>,
     /// Server epoch (first request) after the row's start.
     epoch_offset: Option<Duration>,
+    /// Extra lines for the breakdown (the Redis row's workers).
+    notes: Vec<String>,
 }
 
 fn failure_label(result: &reqwest_middleware::Result<reqwest::Response>) -> String {
@@ -408,6 +466,10 @@ fn failure_label(result: &reqwest_middleware::Result<reqwest::Response>) -> Stri
         }
         Err(reqwest_middleware::Error::Middleware(e)) => {
             match e.downcast_ref::<reqwest_backpressure::Error>() {
+                // Which store failure (its message names no address).
+                Some(ours @ reqwest_backpressure::Error::Store(_)) => {
+                    format!("error {} ({ours})", ours.code())
+                }
                 Some(ours) => format!("error {}", ours.code()),
                 None => format!("middleware error: {e}"),
             }
@@ -425,27 +487,58 @@ fn failure_label(result: &reqwest_middleware::Result<reqwest::Response>) -> Stri
     }
 }
 
-async fn run_row(cfg: &Config, shape: Shape, kind: ClientKind) -> Row {
-    let state = Arc::new(Mutex::new(ServerState::new(shape, cfg.cap)));
-    // A bare (not pooled) server: a new port, so a new origin for every row.
-    let server = MockServer::builder()
-        .disable_request_recording()
-        .start()
-        .await;
-    Mock::given(method("GET"))
-        .and(path("/work"))
-        .respond_with(Limited(state.clone()))
-        .mount(&server)
-        .await;
-    let url = format!("{}/work", server.uri());
-    let client = kind.client();
-    let side = Arc::new(Mutex::new(ClientSide::default()));
+/// One row's rate-limited server.
+struct LimitedServer {
+    mock: MockServer,
+    state: Arc<Mutex<ServerState>>,
+    /// The one URL the tasks call.
+    url: String,
+}
 
-    let started = Instant::now();
+impl LimitedServer {
+    async fn start(shape: Shape, cap: u32) -> Self {
+        let state = Arc::new(Mutex::new(ServerState::new(shape, cap)));
+        // A bare (not pooled) server: a new port, so a new origin for every
+        // row.
+        let mock = MockServer::builder()
+            .disable_request_recording()
+            .start()
+            .await;
+        Mock::given(method("GET"))
+            .and(path("/work"))
+            .respond_with(Limited(state.clone()))
+            .mount(&mock)
+            .await;
+        let url = format!("{}/work", mock.uri());
+        LimitedServer { mock, state, url }
+    }
+
+    /// Stops the server and returns what it counted.
+    fn finish(self) -> ServerState {
+        let LimitedServer { mock, state, .. } = self;
+        drop(mock);
+        let mut guard = lock(&state);
+        let (shape, cap) = (guard.shape, guard.cap);
+        std::mem::replace(&mut *guard, ServerState::new(shape, cap))
+    }
+}
+
+/// Runs tasks `ids` (each sends one GET with its id in `x-task`) with
+/// `client` and returns what they got, their times counted from `started`,
+/// and the limit if they had not all finished within `timeout` (then the
+/// rest were aborted).
+async fn run_tasks(
+    client: &ClientWithMiddleware,
+    url: &str,
+    ids: std::ops::Range<u32>,
+    started: Instant,
+    timeout: Duration,
+) -> (ClientSide, Option<Duration>) {
+    let side = Arc::new(Mutex::new(ClientSide::default()));
     let mut set = tokio::task::JoinSet::new();
-    for i in 0..cfg.n {
+    for i in ids {
         let client = client.clone();
-        let url = url.clone();
+        let url = url.to_owned();
         let side = side.clone();
         set.spawn(async move {
             let result = client
@@ -476,6 +569,7 @@ async fn run_row(cfg: &Config, shape: Shape, kind: ClientKind) -> Row {
                 }
                 Some(label) => {
                     side.failed += 1;
+                    side.failed_at(at);
                     *side.reasons.entry(label).or_default() += 1;
                 }
             }
@@ -493,19 +587,23 @@ async fn run_row(cfg: &Config, shape: Shape, kind: ClientKind) -> Row {
             }
         }
     };
-    let timed_out = tokio::time::timeout(cfg.timeout, all_done)
+    let timed_out = tokio::time::timeout(timeout, all_done)
         .await
         .is_err()
-        .then_some(cfg.timeout);
+        .then_some(timeout);
     set.abort_all();
     while set.join_next().await.is_some() {}
-    drop(server);
-
-    let server = {
-        let mut guard = lock(&state);
-        std::mem::replace(&mut *guard, ServerState::new(shape, cfg.cap))
-    };
     let client_side = std::mem::take(&mut *lock(&side));
+    (client_side, timed_out)
+}
+
+async fn run_row(cfg: &Config, shape: Shape, kind: ClientKind) -> Row {
+    let server = LimitedServer::start(shape, cfg.cap).await;
+    let client = kind.client();
+    let started = Instant::now();
+    let (client_side, timed_out) =
+        run_tasks(&client, &server.url, 0..cfg.n, started, cfg.timeout).await;
+    let server = server.finish();
     Row {
         shape,
         client: kind,
@@ -514,6 +612,7 @@ async fn run_row(cfg: &Config, shape: Shape, kind: ClientKind) -> Row {
         client_side,
         server,
         timed_out,
+        notes: Vec::new(),
     }
 }
 
@@ -632,6 +731,17 @@ fn details(row: &Row) -> String {
             |d| format!("{:.1} ms", d.as_secs_f64() * 1e3)
         )
     );
+    for note in &row.notes {
+        let _ = writeln!(out, "{note}");
+    }
+    if let Some((lo, hi)) = c.failed_span {
+        let _ = writeln!(
+            out,
+            "failed tasks ended {}–{} after the row started (client-side)",
+            secs(lo),
+            secs(hi)
+        );
+    }
     let _ = writeln!(
         out,
         "sends before the last 429 + Retry-After (literal reading): {}; requests without x-task: {}",
@@ -725,10 +835,676 @@ fn details(row: &Row) -> String {
 }
 
 // ---------------------------------------------------------------------------
+// The Redis row: worker processes sharing one `RedisStore`
+// ---------------------------------------------------------------------------
+
+#[cfg(feature = "redis")]
+mod redis_row {
+    use std::collections::BTreeMap;
+    use std::fmt::Write as _;
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::ops::Range;
+    use std::path::PathBuf;
+    use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
+    use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+    use reqwest_backpressure::store::{FailMode, RedisStore};
+    use reqwest_backpressure::{Policy, RetryAfterMiddleware};
+    use reqwest_middleware::ClientBuilder;
+
+    use super::{ClientKind, ClientSide, Config, LimitedServer, Row, Shape, pass, run_tasks, secs};
+
+    /// Worker processes in the row (its name says 4).
+    pub const WORKERS: u32 = 4;
+    /// From spawning the workers to the instant they all start their tasks:
+    /// room for process start-up and the Redis connection, so that neither
+    /// skews the burst.
+    const START_DELAY: Duration = Duration::from_secs(1);
+    /// How long after the row's limit a worker may take to report before it
+    /// is killed.
+    const GRACE: Duration = Duration::from_secs(5);
+    /// A worker that started its tasks this late after the shared instant
+    /// is reported.
+    const LATE: Duration = Duration::from_millis(20);
+    /// The first word of a worker's result line on stdout.
+    const RESULT: &str = "STORM_RESULT";
+
+    // Worker settings, passed in the environment. `STORM_WORKER=1` marks a
+    // worker process.
+    const ROLE: &str = "STORM_WORKER";
+    const ID: &str = "STORM_WORKER_ID";
+    const SERVER_URL: &str = "STORM_WORKER_SERVER_URL";
+    const REDIS_URL: &str = "STORM_WORKER_REDIS_URL";
+    const PREFIX: &str = "STORM_WORKER_PREFIX";
+    /// `first..end` task ids (`x-task`), unique across the workers.
+    const TASKS: &str = "STORM_WORKER_TASKS";
+    /// The shared start instant, milliseconds since the UNIX epoch.
+    const START_MS: &str = "STORM_WORKER_START_MS";
+    const TIMEOUT_MS: &str = "STORM_WORKER_TIMEOUT_MS";
+
+    fn millis(d: Duration) -> u64 {
+        u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    // ------------------------------------------------------- redis-server
+
+    /// A `redis-server` child on a free loopback port, without persistence,
+    /// in its own temp dir; killed (and the dir removed) on drop.
+    pub struct RedisServer {
+        child: Child,
+        port: u16,
+        dir: PathBuf,
+    }
+
+    fn free_port() -> std::io::Result<u16> {
+        Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    }
+
+    fn ping(port: u16) -> bool {
+        let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+            return false;
+        };
+        let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+        if s.write_all(b"PING\r\n").is_err() {
+            return false;
+        }
+        let mut buf = [0u8; 7];
+        s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+    }
+
+    impl RedisServer {
+        /// Starts `redis-server` from `PATH`, or says why it could not.
+        pub fn start() -> Result<Self, String> {
+            let mut last = String::new();
+            for _ in 0..5 {
+                let port = free_port().map_err(|e| format!("no free loopback port: {e}"))?;
+                let dir = std::env::temp_dir().join(format!(
+                    "reqwest-backpressure-storm-redis-{}-{port}-{}",
+                    std::process::id(),
+                    SystemTime::now()
+                        .duration_since(UNIX_EPOCH)
+                        .unwrap_or_default()
+                        .as_nanos()
+                ));
+                std::fs::create_dir_all(&dir)
+                    .map_err(|e| format!("could not create a temp dir for redis-server: {e}"))?;
+                let child = Command::new("redis-server")
+                    .arg("--port")
+                    .arg(port.to_string())
+                    .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+                    .arg("--dir")
+                    .arg(&dir)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn();
+                let child = match child {
+                    Ok(c) => c,
+                    Err(e) => {
+                        let _ = std::fs::remove_dir_all(&dir);
+                        return Err(if e.kind() == std::io::ErrorKind::NotFound {
+                            "redis-server not found on PATH; install it (e.g. \
+                             apt-get install redis-server) to run this row"
+                                .to_owned()
+                        } else {
+                            format!("could not start redis-server: {e}")
+                        });
+                    }
+                };
+                // Killed and cleaned up by drop from here on.
+                let mut server = RedisServer { child, port, dir };
+                let give_up = Instant::now() + Duration::from_secs(10);
+                loop {
+                    if ping(port) {
+                        return Ok(server);
+                    }
+                    if let Ok(Some(status)) = server.child.try_wait() {
+                        // Most likely the port was taken meanwhile.
+                        last = format!("redis-server exited on port {port}: {status}");
+                        break;
+                    }
+                    if Instant::now() > give_up {
+                        return Err(format!(
+                            "redis-server on port {port} did not answer PING within 10 s"
+                        ));
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
+            Err(format!("redis-server did not start on 5 ports ({last})"))
+        }
+
+        pub fn url(&self) -> String {
+            format!("redis://127.0.0.1:{}/", self.port)
+        }
+    }
+
+    impl Drop for RedisServer {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    // ------------------------------------------------------------- worker
+
+    /// One worker process's settings.
+    pub struct Worker {
+        id: u32,
+        server_url: String,
+        redis_url: String,
+        prefix: String,
+        tasks: Range<u32>,
+        start_ms: u64,
+        timeout: Duration,
+    }
+
+    impl Worker {
+        /// `None` unless this process is a worker.
+        pub fn from_env() -> Option<Result<Self, String>> {
+            std::env::var_os(ROLE)?;
+            let var = |name: &str| std::env::var(name).map_err(|_| format!("{name} not set"));
+            let num = |name: &str| -> Result<u64, String> {
+                var(name)?
+                    .parse()
+                    .map_err(|_| format!("{name} is not a number"))
+            };
+            let parse = || -> Result<Self, String> {
+                let tasks = var(TASKS)?;
+                let (first, end) = tasks
+                    .split_once("..")
+                    .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
+                    .ok_or_else(|| format!("{TASKS}={tasks:?} is not first..end"))?;
+                Ok(Worker {
+                    id: u32::try_from(num(ID)?).map_err(|_| format!("{ID} too large"))?,
+                    server_url: var(SERVER_URL)?,
+                    redis_url: var(REDIS_URL)?,
+                    prefix: var(PREFIX)?,
+                    tasks: first..end,
+                    start_ms: num(START_MS)?,
+                    timeout: Duration::from_millis(num(TIMEOUT_MS)?),
+                })
+            };
+            Some(parse())
+        }
+
+        fn command(&self, exe: &std::path::Path) -> Command {
+            let mut cmd = Command::new(exe);
+            cmd.env(ROLE, "1")
+                .env(ID, self.id.to_string())
+                .env(SERVER_URL, &self.server_url)
+                .env(REDIS_URL, &self.redis_url)
+                .env(PREFIX, &self.prefix)
+                .env(TASKS, format!("{}..{}", self.tasks.start, self.tasks.end))
+                .env(START_MS, self.start_ms.to_string())
+                .env(TIMEOUT_MS, millis(self.timeout).to_string())
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            cmd
+        }
+
+        /// The worker's `main`: runs its tasks from the shared start instant
+        /// and prints one result line.
+        pub fn run(self) -> ExitCode {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .expect("tokio runtime");
+            runtime.block_on(async {
+                let store = match RedisStore::connect(&self.redis_url).await {
+                    Ok(store) => store
+                        .prefix(self.prefix.as_str())
+                        // A Redis problem shows up as failed tasks, never as
+                        // a silently unshared run.
+                        .fail_mode(FailMode::Closed),
+                    Err(e) => {
+                        eprintln!("storm worker {}: cannot connect to Redis: {e}", self.id);
+                        return ExitCode::from(2);
+                    }
+                };
+                let inner = reqwest::Client::builder()
+                    .build()
+                    .expect("reqwest client builds");
+                let client = ClientBuilder::new(inner)
+                    .with(RetryAfterMiddleware::with_store(Policy::default(), store))
+                    .build();
+
+                // Sleep to just before the shared instant, then spin to it.
+                let start = UNIX_EPOCH + Duration::from_millis(self.start_ms);
+                if let Ok(wait) = start.duration_since(SystemTime::now()) {
+                    tokio::time::sleep(wait.saturating_sub(Duration::from_millis(2))).await;
+                }
+                while SystemTime::now() < start {
+                    std::hint::spin_loop();
+                }
+                let late = SystemTime::now().duration_since(start).unwrap_or_default();
+                // The shared instant on this process's monotonic clock.
+                let started = Instant::now()
+                    .checked_sub(late)
+                    .unwrap_or_else(Instant::now);
+                let n = self.tasks.end.saturating_sub(self.tasks.start);
+                // Tasks still running at the limit were aborted: unfinished.
+                let (side, _) = run_tasks(
+                    &client,
+                    &self.server_url,
+                    self.tasks.clone(),
+                    started,
+                    self.timeout,
+                )
+                .await;
+                let unfinished = n.saturating_sub(side.ok + side.failed);
+                println!("{}", encode(&side, unfinished, late));
+                ExitCode::SUCCESS
+            })
+        }
+    }
+
+    /// A label without the result line's separators.
+    fn clean(label: &str) -> String {
+        label.replace(['\t', '\n', '\r', ';'], " ")
+    }
+
+    /// The worker's result line: tab-separated `name=value` fields.
+    fn encode(side: &ClientSide, unfinished: u32, late: Duration) -> String {
+        let join = |m: &mut dyn Iterator<Item = String>| m.collect::<Vec<_>>().join(";");
+        format!(
+            "{RESULT}\tok={}\tfailed={}\tunfinished={unfinished}\tlast_ok_us={}\tlate_us={}\tfailed_us={}\tattempts={}\tfailures={}",
+            side.ok,
+            side.failed,
+            side.last_ok
+                .map_or_else(|| "-".to_owned(), |d| d.as_micros().to_string()),
+            late.as_micros(),
+            side.failed_span.map_or_else(
+                || "-".to_owned(),
+                |(lo, hi)| format!("{}..{}", lo.as_micros(), hi.as_micros())
+            ),
+            join(&mut side.attempts.iter().map(|(k, v)| format!("{k}={v}"))),
+            join(
+                &mut side
+                    .reasons
+                    .iter()
+                    .map(|(k, v)| format!("{}={v}", clean(k)))
+            ),
+        )
+    }
+
+    /// What one worker reported.
+    #[derive(Debug, Default)]
+    struct Report {
+        side: ClientSide,
+        unfinished: u32,
+        late: Duration,
+    }
+
+    fn decode(stdout: &str) -> Option<Report> {
+        let line = stdout
+            .lines()
+            .find(|l| l.split('\t').next() == Some(RESULT))?;
+        let mut r = Report::default();
+        let counts = |v: &str| -> Option<BTreeMap<String, u32>> {
+            v.split(';')
+                .filter(|s| !s.is_empty())
+                .map(|s| {
+                    let (k, n) = s.rsplit_once('=')?;
+                    Some((k.to_owned(), n.parse().ok()?))
+                })
+                .collect()
+        };
+        for field in line.split('\t').skip(1) {
+            let (name, value) = field.split_once('=')?;
+            match name {
+                "ok" => r.side.ok = value.parse().ok()?,
+                "failed" => r.side.failed = value.parse().ok()?,
+                "unfinished" => r.unfinished = value.parse().ok()?,
+                "last_ok_us" if value == "-" => {}
+                "last_ok_us" => r.side.last_ok = Some(Duration::from_micros(value.parse().ok()?)),
+                "late_us" => r.late = Duration::from_micros(value.parse().ok()?),
+                "failed_us" if value == "-" => {}
+                "failed_us" => {
+                    let (lo, hi) = value.split_once("..")?;
+                    r.side.failed_span = Some((
+                        Duration::from_micros(lo.parse().ok()?),
+                        Duration::from_micros(hi.parse().ok()?),
+                    ));
+                }
+                "attempts" => {
+                    r.side.attempts = counts(value)?
+                        .into_iter()
+                        .map(|(k, v)| Some((k.parse().ok()?, v)))
+                        .collect::<Option<_>>()?;
+                }
+                "failures" => r.side.reasons = counts(value)?,
+                _ => {}
+            }
+        }
+        Some(r)
+    }
+
+    /// The worker processes, killed on drop if still running.
+    struct Workers(Vec<Child>);
+
+    impl Drop for Workers {
+        fn drop(&mut self) {
+            for child in &mut self.0 {
+                if matches!(child.try_wait(), Ok(None)) {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+            }
+        }
+    }
+
+    fn read_on_thread(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = pipe.read_to_string(&mut s);
+            s
+        })
+    }
+
+    // ---------------------------------------------------------------- row
+
+    /// The row: the rate-limited server here, the tasks in [`WORKERS`]
+    /// processes sharing `redis_url`.
+    pub async fn run(cfg: &Config, shape: Shape, redis_url: &str) -> Row {
+        let server = LimitedServer::start(shape, cfg.cap).await;
+        let prefix = format!(
+            "storm-{}-{}-{}:",
+            std::process::id(),
+            match shape {
+                Shape::Window => "window",
+                Shape::Bucket => "bucket",
+            },
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_nanos()
+        );
+        // The shared start instant, as wall-clock milliseconds for the
+        // workers and on this process's monotonic clock.
+        let (now_wall, now) = (SystemTime::now(), Instant::now());
+        let start_ms = millis(
+            (now_wall + START_DELAY)
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default(),
+        ) + 1;
+        let start_wall = UNIX_EPOCH + Duration::from_millis(start_ms);
+        let started = now + start_wall.duration_since(now_wall).unwrap_or_default();
+
+        let mut side = ClientSide::default();
+        let mut notes = Vec::new();
+        let mut unfinished = 0;
+        let mut killed = false;
+        let mut workers = Workers(Vec::new());
+        let mut pipes = Vec::new();
+        let mut ranges = Vec::new();
+        match std::env::current_exe() {
+            Err(e) => {
+                side.failed = cfg.n;
+                side.reasons
+                    .insert(format!("cannot re-run this binary: {e}"), cfg.n);
+            }
+            Ok(exe) => {
+                for w in 0..WORKERS {
+                    let range = cfg.n * w / WORKERS..cfg.n * (w + 1) / WORKERS;
+                    let worker = Worker {
+                        id: w,
+                        server_url: server.url.clone(),
+                        redis_url: redis_url.to_owned(),
+                        prefix: prefix.clone(),
+                        tasks: range.clone(),
+                        start_ms,
+                        timeout: cfg.timeout,
+                    };
+                    match worker.command(&exe).spawn() {
+                        Ok(mut child) => {
+                            let out = child.stdout.take().map(read_on_thread);
+                            let err = child.stderr.take().map(read_on_thread);
+                            pipes.push((out, err));
+                            workers.0.push(child);
+                            ranges.push(range);
+                        }
+                        Err(e) => {
+                            let n = range.end - range.start;
+                            side.failed += n;
+                            *side
+                                .reasons
+                                .entry(format!("cannot start a worker process: {e}"))
+                                .or_default() += n;
+                        }
+                    }
+                }
+            }
+        }
+
+        // Wait for them (the server answers on this runtime meanwhile).
+        let give_up = started + cfg.timeout + GRACE;
+        let mut statuses: Vec<Option<ExitStatus>> = vec![None; workers.0.len()];
+        while statuses.iter().any(Option::is_none) {
+            for (status, child) in statuses.iter_mut().zip(&mut workers.0) {
+                if status.is_none() {
+                    *status = child.try_wait().ok().flatten();
+                }
+            }
+            if Instant::now() > give_up {
+                killed = statuses.iter().any(Option::is_none);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        drop(workers);
+
+        for (w, ((out, err), range)) in pipes.into_iter().zip(ranges).enumerate() {
+            let out = out.and_then(|h| h.join().ok()).unwrap_or_default();
+            let err = err.and_then(|h| h.join().ok()).unwrap_or_default();
+            let status = statuses.get(w).copied().flatten();
+            let n = range.end - range.start;
+            match decode(&out) {
+                Some(r) => {
+                    side.ok += r.side.ok;
+                    side.failed += r.side.failed;
+                    side.last_ok = side.last_ok.max(r.side.last_ok);
+                    for (k, v) in r.side.reasons {
+                        *side.reasons.entry(k).or_default() += v;
+                    }
+                    for (k, v) in r.side.attempts {
+                        *side.attempts.entry(k).or_default() += v;
+                    }
+                    if let Some((lo, hi)) = r.side.failed_span {
+                        side.failed_at(lo);
+                        side.failed_at(hi);
+                    }
+                    unfinished += r.unfinished;
+                    notes.push(format!(
+                        "worker {w} (tasks {}..{}): {} ok, {} failed{}, {} unfinished, \
+                         last success {}, tasks started {:.1} ms after the shared instant",
+                        range.start,
+                        range.end,
+                        r.side.ok,
+                        r.side.failed,
+                        r.side
+                            .failed_span
+                            .map(|(lo, hi)| format!(" (at {}–{})", secs(lo), secs(hi)))
+                            .unwrap_or_default(),
+                        r.unfinished,
+                        r.side.last_ok.map_or_else(|| "—".to_owned(), secs),
+                        r.late.as_secs_f64() * 1e3
+                    ));
+                    if r.late > LATE {
+                        eprintln!(
+                            "storm: warning: worker {w} started its tasks {:.1} ms after the \
+                             shared start instant (start-up took over {} s)",
+                            r.late.as_secs_f64() * 1e3,
+                            START_DELAY.as_secs()
+                        );
+                    }
+                }
+                None => {
+                    // Killed, crashed, or could not connect: its tasks
+                    // count as failed (or unfinished if killed at the limit).
+                    let what = match status {
+                        Some(s) => format!("worker process exited ({s}) without a result"),
+                        None => "worker process killed at the limit".to_owned(),
+                    };
+                    eprintln!("storm: worker {w}: {what}; its stderr:\n{err}");
+                    if status.is_some() {
+                        side.failed += n;
+                        let why = err.lines().last().unwrap_or("").trim();
+                        *side.reasons.entry(format!("{what}: {why}")).or_default() += n;
+                    }
+                    notes.push(format!(
+                        "worker {w} (tasks {}..{}): {what}",
+                        range.start, range.end
+                    ));
+                }
+            }
+        }
+
+        let server = server.finish();
+        Row {
+            shape,
+            client: ClientKind::BackpressureRedis,
+            n: cfg.n,
+            epoch_offset: server.epoch.map(|e| e.saturating_duration_since(started)),
+            client_side: side,
+            server,
+            timed_out: (killed || unfinished > 0).then_some(cfg.timeout),
+            notes,
+        }
+    }
+
+    // ------------------------------------------------------------ targets
+
+    /// The last `200` on the server's clock, since its first request.
+    fn last_200(row: &Row) -> Option<Duration> {
+        row.server
+            .arrivals
+            .iter()
+            .filter(|a| a.ok)
+            .map(|a| a.at)
+            .max()
+    }
+
+    /// The Redis row against the single-process reqwest-backpressure row of
+    /// its shape: 429s and last success within 10% (≤ 1.1×), every task
+    /// succeeding, nothing premature.
+    pub fn targets(cfg: &Config, row: &Row, single: Option<&Row>) -> (String, bool) {
+        let c = &row.client_side;
+        let all_ok = c.ok == cfg.n && row.timed_out.is_none();
+        let no_premature = row.server.premature == 0;
+        let mut out = String::new();
+        let _ = writeln!(out, "  {}:", row.shape.name());
+        let _ = writeln!(
+            out,
+            "    {}  {}/{} tasks succeed (target {}/{})",
+            pass(all_ok),
+            c.ok,
+            cfg.n,
+            cfg.n,
+            cfg.n
+        );
+        let _ = writeln!(
+            out,
+            "    {}  {} premature sends (target 0)",
+            pass(no_premature),
+            row.server.premature
+        );
+        let Some(single) = single else {
+            let _ = writeln!(
+                out,
+                "    MISS  no single-process reqwest-backpressure row to compare 429s and last success with"
+            );
+            return (out, false);
+        };
+        let ratio = |a: f64, b: f64| {
+            if b > 0.0 {
+                format!("×{:.2}", a / b)
+            } else {
+                "×—".to_owned()
+            }
+        };
+        let (ours, theirs) = (row.server.rejected as f64, single.server.rejected as f64);
+        let few_429 = ours <= 1.1 * theirs;
+        let _ = writeln!(
+            out,
+            "    {}  {} 429s vs {} single-process ({}; target ≤ 1.1 × {} = {:.0})",
+            pass(few_429),
+            row.server.rejected,
+            single.server.rejected,
+            ratio(ours, theirs),
+            single.server.rejected,
+            1.1 * theirs
+        );
+        let fast = match (c.last_ok, single.client_side.last_ok) {
+            (Some(ours), Some(theirs)) => {
+                all_ok && ours.as_secs_f64() <= 1.1 * theirs.as_secs_f64()
+            }
+            _ => false,
+        };
+        let _ = writeln!(
+            out,
+            "    {}  last success {} vs {} single-process ({}; target ≤ 1.1 × = {}{})",
+            pass(fast),
+            c.last_ok.map_or_else(|| "—".to_owned(), secs),
+            single
+                .client_side
+                .last_ok
+                .map_or_else(|| "—".to_owned(), secs),
+            match (c.last_ok, single.client_side.last_ok) {
+                (Some(a), Some(b)) => ratio(a.as_secs_f64(), b.as_secs_f64()),
+                _ => "×—".to_owned(),
+            },
+            single
+                .client_side
+                .last_ok
+                .map_or_else(|| "—".to_owned(), |d| secs(d.mul_f64(1.1))),
+            if all_ok {
+                ""
+            } else {
+                ", with every task succeeding"
+            }
+        );
+        let _ = writeln!(
+            out,
+            "          server side: {} requests vs {}; last 200 {} vs {} after each server's first request; \
+             first request {} vs {} after the tasks started",
+            row.server.requests,
+            single.server.requests,
+            last_200(row).map_or_else(|| "—".to_owned(), secs),
+            last_200(single).map_or_else(|| "—".to_owned(), secs),
+            row.epoch_offset.map_or_else(
+                || "—".to_owned(),
+                |d| format!("{:.1} ms", d.as_secs_f64() * 1e3)
+            ),
+            single.epoch_offset.map_or_else(
+                || "—".to_owned(),
+                |d| format!("{:.1} ms", d.as_secs_f64() * 1e3)
+            ),
+        );
+        (out, all_ok && no_premature && few_429 && fast)
+    }
+}
+
+// ---------------------------------------------------------------------------
 // main
 // ---------------------------------------------------------------------------
 
-fn main() {
+fn main() -> std::process::ExitCode {
+    // A worker process of the Redis row (this binary re-run by itself).
+    #[cfg(feature = "redis")]
+    if let Some(worker) = redis_row::Worker::from_env() {
+        return match worker {
+            Ok(worker) => worker.run(),
+            Err(e) => {
+                eprintln!("storm worker: {e}");
+                std::process::ExitCode::from(2)
+            }
+        };
+    }
+
     let cfg = Config::from_env();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -747,10 +1523,38 @@ fn main() {
         }
     );
     let whole = Instant::now();
+    // Rows that could not run, and why.
+    #[cfg_attr(not(feature = "redis"), allow(unused_mut))]
+    let mut skipped: Vec<(Shape, ClientKind, String)> = Vec::new();
+    #[cfg(feature = "redis")]
+    let redis = cfg
+        .clients
+        .contains(&ClientKind::BackpressureRedis)
+        .then(redis_row::RedisServer::start);
+    #[cfg(feature = "redis")]
+    if let Some(Err(why)) = &redis {
+        println!(
+            "storm: SKIPPING the row \"{}\": {why}",
+            ClientKind::BackpressureRedis.name()
+        );
+    }
     let mut rows = Vec::new();
     for &shape in &cfg.shapes {
         for &kind in &cfg.clients {
-            let row = runtime.block_on(run_row(&cfg, shape, kind));
+            let row = match kind {
+                #[cfg(feature = "redis")]
+                ClientKind::BackpressureRedis => match &redis {
+                    Some(Ok(server)) => {
+                        runtime.block_on(redis_row::run(&cfg, shape, &server.url()))
+                    }
+                    Some(Err(why)) => {
+                        skipped.push((shape, kind, why.clone()));
+                        continue;
+                    }
+                    None => continue,
+                },
+                _ => runtime.block_on(run_row(&cfg, shape, kind)),
+            };
             eprintln!(
                 "storm: {} × {} done in {} ({} ok, {} requests)",
                 shape.name(),
@@ -768,8 +1572,21 @@ fn main() {
     println!(
         "\npremature: a task's request arriving before the instant its last 429 allowed \
          (fixed window: the next window's start; token bucket: 429 arrival + Retry-After), \
-         measured server-side. Last success: since the row started, client-side."
+         measured server-side. Last success: since the row started, client-side{}.",
+        if rows.iter().any(|r| r.client.multi_process()) {
+            " (the Redis row: the latest of its workers' last successes, each since \
+             the shared instant they all started their tasks at)"
+        } else {
+            ""
+        }
     );
+    for (shape, kind, why) in &skipped {
+        println!(
+            "\nSKIPPED: {} × {}: {why}. The other rows ran.",
+            shape.name(),
+            kind.name()
+        );
+    }
 
     let ours: Vec<&Row> = rows
         .iter()
@@ -790,6 +1607,42 @@ fn main() {
             "  overall: {}",
             if all { "PASS" } else { "MISS (see above)" }
         );
+    }
+
+    #[cfg(feature = "redis")]
+    {
+        let multi: Vec<&Row> = rows
+            .iter()
+            .filter(|r| r.client == ClientKind::BackpressureRedis)
+            .collect();
+        if !multi.is_empty() {
+            println!(
+                "\n{} targets (N={}, CAP={}; 429s and last success within 10% of the \
+                 single-process row, i.e. ≤ 1.1×):",
+                ClientKind::BackpressureRedis.name(),
+                cfg.n,
+                cfg.cap
+            );
+            let mut all = true;
+            for row in &multi {
+                let single = rows
+                    .iter()
+                    .find(|r| r.shape == row.shape && r.client == ClientKind::Backpressure);
+                let (text, ok) = redis_row::targets(&cfg, row, single);
+                print!("{text}");
+                all &= ok;
+            }
+            println!(
+                "  overall: {}",
+                if all { "PASS" } else { "MISS (see above)" }
+            );
+        }
+        if !skipped.is_empty() {
+            println!(
+                "\n{} targets: not run (redis-server unavailable, see SKIPPED above)",
+                ClientKind::BackpressureRedis.name()
+            );
+        }
     }
 
     let failures: Vec<&Row> = rows
@@ -813,7 +1666,7 @@ fn main() {
     for row in &rows {
         let show = match cfg.verbose {
             Verbose::Off => false,
-            Verbose::Ours => row.client == ClientKind::Backpressure,
+            Verbose::Ours => row.client.is_ours(),
             Verbose::All => true,
         };
         if show {
@@ -821,4 +1674,5 @@ fn main() {
         }
     }
     println!("\nstorm: total {}", secs(whole.elapsed()));
+    std::process::ExitCode::SUCCESS
 }
