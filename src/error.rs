@@ -26,8 +26,8 @@ pub enum Error {
     /// nothing was sent. Code `already_active`.
     #[error("a task with this idempotency key is already active")]
     AlreadyActive,
-    /// The task's deadline had passed before its first send; nothing was
-    /// sent. Code `deadline_exhausted`.
+    /// The task's deadline passed before its first send (or while waiting
+    /// for the store); nothing was sent. Code `deadline_exhausted`.
     #[error("the deadline passed before the request could be sent")]
     DeadlineExhausted,
     /// The middleware was built with an invalid policy; nothing was sent.
@@ -38,6 +38,11 @@ pub enum Error {
     /// sent. Code `invalid_idempotency_key`.
     #[error("the idempotency key is not a valid header value")]
     InvalidIdempotencyKey,
+    /// The task's deadline passed while an attempt was in flight: its
+    /// outcome is unknown (the server may have acted on it), so it is not
+    /// retried. Code `attempt_timed_out`.
+    #[error("the deadline passed while the request was in flight; its outcome is unknown")]
+    AttemptTimedOut,
     /// The origin's gate (a `Retry-After` another task received, or the
     /// paced queue behind it) holds the origin past this task's deadline or
     /// `max_wait`; nothing was sent. Code `origin_gate_closed`.
@@ -62,6 +67,7 @@ impl Error {
             Error::InvalidPolicy(_) => "invalid_policy",
             Error::InvalidIdempotencyKey => "invalid_idempotency_key",
             Error::OriginGateClosed { .. } => "origin_gate_closed",
+            Error::AttemptTimedOut => "attempt_timed_out",
             Error::Store(_) => "store_unavailable",
         }
     }

@@ -1,5 +1,6 @@
 //! The middleware: clones, sends, sleeps, and asks the planner.
 
+use std::future::Future;
 use std::time::{Duration, SystemTime};
 
 use http::header::{HeaderName, HeaderValue};
@@ -14,7 +15,7 @@ use crate::pacing::Admission;
 use crate::planner::{Claim, Decision, Planner, Pushback, StopReason, TaskState};
 use crate::policy::{InvalidPolicy, Policy};
 use crate::retry_after::{Hint, server_date};
-use crate::store::{LeaseToken, MemoryStore, Outcome, Store, StoreError, far_future};
+use crate::store::{LeaseToken, MemoryStore, Outcome, Store, far_future};
 
 /// The `Idempotency-Key` request header (IETF httpapi draft).
 pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
@@ -151,6 +152,47 @@ pub(crate) fn origin_of(url: &reqwest::Url) -> String {
     origin
 }
 
+/// `key` as a Structured Field string (RFC 8941 §3.3.3), the form the IETF
+/// httpapi draft gives the `Idempotency-Key` header: quoted, with `"` and
+/// `\` escaped. `None` when the key has a byte an sf-string cannot carry
+/// (controls, non-ASCII).
+fn sf_string(key: &str) -> Option<HeaderValue> {
+    let mut out = String::with_capacity(key.len() + 2);
+    out.push('"');
+    for c in key.chars() {
+        match c {
+            '"' | '\\' => {
+                out.push('\\');
+                out.push(c);
+            }
+            ' '..='~' => out.push(c),
+            _ => return None,
+        }
+    }
+    out.push('"');
+    HeaderValue::from_str(&out).ok()
+}
+
+/// The key a header value names: the inner value of an sf-string, else
+/// the value as sent (a bare key, as many APIs use).
+fn key_of(value: &HeaderValue) -> String {
+    let raw = String::from_utf8_lossy(value.as_bytes());
+    let trimmed = raw.trim();
+    if let Some(inner) = trimmed.strip_prefix('"').and_then(|v| v.strip_suffix('"')) {
+        let mut key = String::with_capacity(inner.len());
+        let mut chars = inner.chars();
+        while let Some(c) = chars.next() {
+            key.push(if c == '\\' {
+                chars.next().unwrap_or(c)
+            } else {
+                c
+            });
+        }
+        return key;
+    }
+    trimmed.to_owned()
+}
+
 #[async_trait::async_trait]
 impl<S: Store> Middleware for RetryAfterMiddleware<S> {
     async fn handle(
@@ -174,135 +216,101 @@ impl<S: Store> Middleware for RetryAfterMiddleware<S> {
             return Err(Error::DeadlineExhausted.into());
         }
 
-        // The task key: the extension (sent as a header unless one is set),
-        // else an `Idempotency-Key` header the caller set themselves.
+        // The task key: the extension (sent as an `Idempotency-Key` header
+        // unless the caller set one), else the caller's own header.
         if let Some(key) = extensions.get::<IdempotencyKey>()
             && !req.headers().contains_key(&IDEMPOTENCY_KEY)
         {
-            let value =
-                HeaderValue::from_str(key.as_str()).map_err(|_| Error::InvalidIdempotencyKey)?;
+            let value = sf_string(key.as_str()).ok_or(Error::InvalidIdempotencyKey)?;
             req.headers_mut().insert(IDEMPOTENCY_KEY, value);
         }
-        let key = req
-            .headers()
-            .get(&IDEMPOTENCY_KEY)
-            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+        let key = req.headers().get(&IDEMPOTENCY_KEY).map(key_of);
         let retry_authorized = is_idempotent(req.method()) || key.is_some();
+        // A streaming body cannot be sent twice; known before any send.
+        let replayable = req.body().is_none_or(|b| b.as_bytes().is_some());
         let origin = origin_of(req.url());
 
+        let mut task = Task {
+            planner,
+            store: &self.store,
+            origin: &origin,
+            state: TaskState::new(deadline),
+            waited: Duration::ZERO,
+            retry_at: None,
+            last: None,
+        };
         let _lease = match key {
             Some(key) => {
                 let lease_key = format!("{origin} {key}");
                 let ttl = deadline.saturating_duration_since(start);
-                match self.store.acquire(&lease_key, ttl).await {
-                    Ok(Some(token)) => Some(LeaseGuard {
+                match task.bounded(self.store.acquire(&lease_key, ttl)).await {
+                    Some(Ok(Some(token))) => Some(LeaseGuard {
                         store: &self.store,
                         key: lease_key,
                         token,
                     }),
-                    Ok(None) => return Err(Error::AlreadyActive.into()),
-                    Err(e) => return Err(Error::Store(e).into()),
+                    Some(Ok(None)) => return Err(Error::AlreadyActive.into()),
+                    Some(Err(e)) => return Err(Error::Store(e).into()),
+                    None => return Err(Error::DeadlineExhausted.into()),
                 }
             }
             None => None,
         };
 
-        let run = Run {
-            policy: planner.policy(),
-            store: &self.store,
-            origin: &origin,
-            deadline,
-        };
-        let mut task = TaskState::new(deadline);
-        let mut waited = Duration::ZERO;
-        let mut retry_at = None;
+        let max_attempts = planner.policy().max_attempts;
         let mut original = Some(req);
-        let mut last: Option<Response> = None;
         loop {
             // Wait at the origin's gate and for a paced slot: no attempt is
             // spent here.
-            let gate_wait = Instant::now();
-            match run.admit(last.is_none()).await {
-                Ok(false) => {}
-                Ok(true) => waited += gate_wait.elapsed(),
-                Err(Refusal::Gate { retry_at, .. }) if last.is_none() => {
-                    return Err(Error::OriginGateClosed { retry_at }.into());
-                }
-                Err(Refusal::Gate { by_deadline, .. }) => {
-                    let reason = if by_deadline {
-                        StopReason::DeadlineExhausted
-                    } else {
-                        StopReason::WaitBudgetExhausted
-                    };
-                    return finish(last, &task, waited, Some(reason), retry_at);
-                }
-                // Nothing sent yet: a typed error. After a pushback: the
-                // pushback itself, which the caller must not lose.
-                Err(Refusal::Store(e)) if last.is_none() => return Err(Error::Store(e).into()),
-                Err(Refusal::Store(_)) => {
-                    return finish(
-                        last,
-                        &task,
-                        waited,
-                        Some(StopReason::StoreUnavailable),
-                        retry_at,
-                    );
-                }
+            if let Err((reason, error)) = task.admit().await {
+                return task.stop(reason, error);
             }
-
-            let attempt = match planner.claim(&mut task, Instant::now()) {
+            let attempt = match planner.claim(&mut task.state, Instant::now()) {
                 Claim::Send { attempt } => attempt,
-                Claim::Stop(reason) => {
-                    return finish(last, &task, waited, Some(reason), retry_at);
-                }
+                Claim::Stop(reason) => return task.stop(reason, Error::DeadlineExhausted),
                 // Unreachable with this loop: every wait is followed by a
                 // claim at or after its time, and no attempt is in flight.
                 Claim::NotYet(_) | Claim::Active | Claim::NothingPlanned => {
-                    return finish(
-                        last,
-                        &task,
-                        waited,
-                        Some(StopReason::DeadlineExhausted),
-                        retry_at,
-                    );
+                    return task.stop(StopReason::DeadlineExhausted, Error::DeadlineExhausted);
                 }
             };
             let Some(pending) = original.take() else {
-                return finish(
-                    last,
-                    &task,
-                    waited,
-                    Some(StopReason::BodyNotReplayable),
-                    retry_at,
-                );
+                return task.stop(StopReason::BodyNotReplayable, Error::DeadlineExhausted);
             };
-            // Keep a copy for a retry unless this is the last attempt. A
-            // streaming body cannot be copied: it is sent once, and a
-            // pushback then stops with `body_not_replayable`.
-            let mut this = if attempt < run.policy.max_attempts {
-                match pending.try_clone() {
-                    Some(copy) => {
-                        original = Some(pending);
-                        copy
-                    }
-                    None => pending,
+            // Keep a copy for a retry unless this is the last attempt or the
+            // body is a stream (sent once; a pushback then stops with
+            // `body_not_replayable`).
+            let mut this = match (attempt < max_attempts && replayable)
+                .then(|| pending.try_clone())
+                .flatten()
+            {
+                Some(copy) => {
+                    original = Some(pending);
+                    copy
                 }
-            } else {
-                pending
+                None => pending,
             };
+            // Trim a timeout the caller set to what is left of the deadline;
+            // without one, the deadline bounds the attempt below (and the
+            // client's own timeout, if any, still applies).
             let remaining = deadline.saturating_duration_since(Instant::now());
-            let timeout = this.timeout_mut();
-            *timeout = Some(timeout.map_or(remaining, |t| t.min(remaining)));
+            if let Some(t) = this.timeout_mut() {
+                *t = (*t).min(remaining);
+            }
             extensions.insert(Attempt::new(attempt));
 
             // A transport error or timeout has an unknown outcome: it is
             // returned as is, never treated as a pushback.
-            let response = next.clone().run(this, extensions).await?;
+            let response =
+                match tokio::time::timeout_at(deadline, next.clone().run(this, extensions)).await {
+                    Ok(result) => result?,
+                    Err(_) => return Err(Error::AttemptTimedOut.into()),
+                };
             let status = response.status();
-            if !run.policy.is_retry_status(status) {
-                planner.finish(&mut task);
-                run.record(Outcome::Admitted).await;
-                return finish(Some(response), &task, waited, None, None);
+            if !planner.policy().is_retry_status(status) {
+                planner.finish(&mut task.state);
+                task.record(Outcome::Admitted).await;
+                return task.finish(response, None);
             }
 
             let received_at = SystemTime::now();
@@ -312,154 +320,189 @@ impl<S: Store> Middleware for RetryAfterMiddleware<S> {
                 server_now: server_date(response.headers()).unwrap_or(received_at),
                 received_at,
                 retry_authorized,
-                body_replayable: original.is_some() || attempt >= run.policy.max_attempts,
+                body_replayable: replayable,
                 fallback_allowed: status == StatusCode::TOO_MANY_REQUESTS,
             };
-            retry_at = pushback.retry_at();
+            task.retry_at = pushback.retry_at();
             let server_delay = pushback.server_delay();
-            run.record(Outcome::Pushback {
-                retry_in: server_delay,
+            // The gate holds the origin at most `max_wait`: a task would not
+            // wait longer anyway, and a single absurd value must not close an
+            // origin for good. After that, one probe finds out.
+            task.record(Outcome::Pushback {
+                retry_in: server_delay.map(|d| d.min(planner.policy().max_wait)),
             })
             .await;
             let now = Instant::now();
-            let mut decision = planner.plan(&mut task, &pushback, now, fastrand::u64(..));
+            let mut decision = planner.plan(&mut task.state, &pushback, now, fastrand::u64(..));
             // Retries the server gave no time for spend the client-wide
             // budget; a retry at the server's own time does not.
             if matches!(decision, Decision::Wait { .. }) && server_delay.is_none() {
-                match self.store.withdraw_retry(&run.policy.retry_budget).await {
-                    Ok(true) => {}
-                    Ok(false) => decision = Decision::Stop(StopReason::RetryBudgetExhausted),
-                    Err(_) => decision = Decision::Stop(StopReason::StoreUnavailable),
-                }
+                let budget = &planner.policy().retry_budget;
+                decision = match task.bounded(self.store.withdraw_retry(budget)).await {
+                    Some(Ok(true)) => decision,
+                    Some(Ok(false)) => Decision::Stop(StopReason::RetryBudgetExhausted),
+                    Some(Err(_)) => Decision::Stop(StopReason::StoreUnavailable),
+                    None => Decision::Stop(StopReason::DeadlineExhausted),
+                };
             }
             log_decision(&origin, &response, attempt, &hint, &decision);
             match decision {
-                Decision::Stop(reason) => {
-                    return finish(Some(response), &task, waited, Some(reason), retry_at);
-                }
+                Decision::Stop(reason) => return task.finish(response, Some(reason)),
                 Decision::Wait { until, .. } => {
                     // Keep the pushed-back response: if the retry cannot be
                     // sent after all, the caller gets what the server said.
-                    last = Some(response);
+                    task.last = Some(response);
                     tokio::time::sleep_until(until).await;
-                    waited += now.elapsed();
+                    task.waited += now.elapsed();
                 }
             }
         }
     }
 }
 
-/// Why a task may not send to its origin.
-enum Refusal {
-    /// The gate holds the origin past the task's limits.
-    Gate {
-        /// When the gate opens.
-        retry_at: Option<SystemTime>,
-        /// Whether the deadline (not `max_wait`) was the tighter limit.
-        by_deadline: bool,
-    },
-    Store(StoreError),
-}
-
-/// One task's view of its origin's shared state.
-struct Run<'a, S> {
-    policy: &'a Policy,
+/// One task: its planner state, what it waited, and its last pushback.
+struct Task<'a, S> {
+    planner: &'a Planner,
     store: &'a S,
     origin: &'a str,
-    deadline: Instant,
+    state: TaskState,
+    /// Time actually spent waiting, for the report.
+    waited: Duration,
+    /// The server's time from the last pushback.
+    retry_at: Option<SystemTime>,
+    /// The last pushback, returned if the task stops before its retry.
+    last: Option<Response>,
 }
 
-impl<S: Store> Run<'_, S> {
-    /// Waits until the origin admits this task: the gate is open and its
-    /// paced slot has come. Refused when that is later than the task can
-    /// wait (its deadline less `send_reserve`, and `max_wait`).
-    /// Returns whether it waited.
-    /// `first` (the task's first send) deposits into the retry budget,
-    /// once however often the task has to ask.
-    async fn admit(&self, first: bool) -> Result<bool, Refusal> {
-        let pacing = self.policy.pacing_config();
-        let mut slept = false;
-        let mut deposit = first;
+impl<S: Store> Task<'_, S> {
+    /// `fut`, unless the task's deadline passes first.
+    async fn bounded<T>(&self, fut: impl Future<Output = T>) -> Option<T> {
+        tokio::time::timeout_at(self.state.deadline(), fut)
+            .await
+            .ok()
+    }
+
+    /// Ends the task before a send: with the last pushback and `reason`,
+    /// or, if nothing was sent yet, with `error`.
+    fn stop(self, reason: StopReason, error: Error) -> reqwest_middleware::Result<Response> {
+        match self.last {
+            Some(response) => {
+                let retry_at = self.retry_at;
+                Self::report(response, &self.state, self.waited, Some(reason), retry_at)
+            }
+            None => Err(error.into()),
+        }
+    }
+
+    /// Ends the task with `response`.
+    fn finish(
+        self,
+        response: Response,
+        stop_reason: Option<StopReason>,
+    ) -> reqwest_middleware::Result<Response> {
+        let retry_at = stop_reason.and(self.retry_at);
+        Self::report(response, &self.state, self.waited, stop_reason, retry_at)
+    }
+
+    fn report(
+        mut response: Response,
+        state: &TaskState,
+        waited: Duration,
+        stop_reason: Option<StopReason>,
+        retry_at: Option<SystemTime>,
+    ) -> reqwest_middleware::Result<Response> {
+        response.extensions_mut().insert(RetryReport {
+            attempts: state.attempts(),
+            waited,
+            stop_reason,
+            retry_at,
+        });
+        Ok(response)
+    }
+
+    /// Waits until the origin admits this task: its gate is open and its
+    /// paced slot has come. Refused when that is later than the task may
+    /// wait: its deadline less `send_reserve`, `max_wait`, and what is left
+    /// of `max_total_wait` (time at the gate counts). The task's first
+    /// send deposits into the retry budget, once however often it asks.
+    async fn admit(&mut self) -> Result<(), (StopReason, Error)> {
+        let policy = self.planner.policy();
+        let pacing = policy.pacing_config();
+        let mut deposit = self.state.attempts() == 0;
         loop {
             let now = Instant::now();
-            let latest = self
-                .deadline
+            let by_deadline = self
+                .state
+                .deadline()
                 .saturating_duration_since(now)
-                .saturating_sub(self.policy.send_reserve)
-                .min(self.policy.max_wait);
+                .saturating_sub(policy.send_reserve);
+            let by_budget = policy
+                .max_wait
+                .min(policy.max_total_wait.saturating_sub(self.state.waited()));
+            let latest = by_deadline.min(by_budget);
             let admission = self
-                .store
-                .admit(
+                .bounded(self.store.admit(
                     self.origin,
                     pacing,
-                    &self.policy.retry_budget,
+                    &policy.retry_budget,
                     latest,
                     deposit,
-                )
+                ))
                 .await
-                .map_err(Refusal::Store)?;
+                .ok_or((StopReason::DeadlineExhausted, Error::DeadlineExhausted))?
+                .map_err(|e| (StopReason::StoreUnavailable, Error::Store(e)))?;
             deposit = false;
-            match admission {
-                Admission::Now => return Ok(slept),
+            let wait = match admission {
+                Admission::Now => return Ok(()),
                 Admission::Refused { gate } => {
-                    return Err(Refusal::Gate {
-                        retry_at: SystemTime::now().checked_add(gate),
-                        by_deadline: latest < self.policy.max_wait,
-                    });
+                    let reason = if by_deadline <= by_budget {
+                        StopReason::DeadlineExhausted
+                    } else {
+                        StopReason::WaitBudgetExhausted
+                    };
+                    let retry_at = SystemTime::now().checked_add(gate);
+                    return Err((reason, Error::OriginGateClosed { retry_at }));
                 }
-                Admission::Queue(d) => {
-                    // The gate is closed: ask again when it opens.
-                    tokio::time::sleep(d).await;
-                    slept = true;
-                }
-                Admission::Wait(d) => {
-                    // Measured from after the store's answer, never early.
-                    tokio::time::sleep(d).await;
-                    slept = true;
-                    // A probe rejected while we slept closed the gate again:
-                    // queue anew instead of following it into the rejection.
-                    match self.store.gate(self.origin).await.map_err(Refusal::Store)? {
-                        None => return Ok(true),
-                        Some(_) => continue,
-                    }
+                Admission::Queue(d) | Admission::Wait(d) => d,
+            };
+            // Measured from after the store's answer, never early.
+            let slept = Instant::now();
+            tokio::time::sleep(wait).await;
+            self.state.add_wait(slept.elapsed());
+            self.waited += slept.elapsed();
+            if let Admission::Wait(_) = admission {
+                // A probe rejected while we slept closed the gate again:
+                // queue anew instead of following it into the rejection.
+                let gate = self
+                    .bounded(self.store.gate(self.origin))
+                    .await
+                    .ok_or((StopReason::DeadlineExhausted, Error::DeadlineExhausted))?
+                    .map_err(|e| (StopReason::StoreUnavailable, Error::Store(e)))?;
+                if gate.is_none() {
+                    return Ok(());
                 }
             }
         }
     }
 
     /// Records what the origin answered. A store that cannot record it
-    /// costs the shared view one observation, never the caller's response.
+    /// (in time) costs the shared view one observation, never the caller's
+    /// response.
     async fn record(&self, outcome: Outcome) {
+        let pacing = self.planner.policy().pacing_config();
         let result = self
-            .store
-            .record(self.origin, self.policy.pacing_config(), outcome)
+            .bounded(self.store.record(self.origin, pacing, outcome))
             .await;
         #[cfg(feature = "tracing")]
-        if let Err(e) = result {
-            tracing::warn!(origin = self.origin, error = %e, "reqwest-backpressure: could not record an answer");
+        if !matches!(result, Some(Ok(()))) {
+            tracing::warn!(
+                origin = self.origin,
+                "reqwest-backpressure: could not record an answer in the store"
+            );
         }
         #[cfg(not(feature = "tracing"))]
         let _ = result;
     }
-}
-
-fn finish(
-    response: Option<Response>,
-    task: &TaskState,
-    waited: Duration,
-    stop_reason: Option<StopReason>,
-    retry_at: Option<SystemTime>,
-) -> reqwest_middleware::Result<Response> {
-    // `response` is `None` only if no attempt was ever sent, and the first
-    // claim of a task whose deadline is in the future always succeeds.
-    let mut response = response.ok_or(Error::DeadlineExhausted)?;
-    response.extensions_mut().insert(RetryReport {
-        attempts: task.attempts(),
-        waited,
-        stop_reason,
-        retry_at,
-    });
-    Ok(response)
 }
 
 #[cfg(feature = "tracing")]

@@ -234,6 +234,12 @@ impl TaskState {
         self.waited
     }
 
+    /// Counts `d` spent waiting outside the planner (at an origin's gate,
+    /// in a paced queue) toward `max_total_wait`.
+    pub fn add_wait(&mut self, d: Duration) {
+        self.waited = self.waited.saturating_add(d);
+    }
+
     /// The absolute deadline of the task.
     #[must_use]
     pub fn deadline(&self) -> Instant {

@@ -459,7 +459,7 @@ async fn post_with_key_is_retried_and_every_attempt_carries_the_header() {
     assert_eq!(report(&resp).attempts(), 3);
     assert_eq!(
         idempotency_headers(&server).await,
-        vec![vec!["order-42".to_owned()]; 3]
+        vec![vec!["\"order-42\"".to_owned()]; 3]
     );
     server.verify().await;
 }
@@ -728,7 +728,7 @@ async fn deadline_in_the_past_sends_nothing() {
 }
 
 #[tokio::test]
-async fn attempt_timeout_is_trimmed_to_the_deadline_and_not_retried() {
+async fn attempt_is_bounded_by_the_deadline_and_not_retried() {
     let server = MockServer::start().await;
     mount_seq(&server, 1, vec![ok().set_delay(Duration::from_secs(3))]).await;
 
@@ -741,12 +741,65 @@ async fn attempt_timeout_is_trimmed_to_the_deadline_and_not_retried() {
         .unwrap_err();
     let took = start.elapsed();
 
-    match &err {
-        reqwest_middleware::Error::Reqwest(e) => assert!(e.is_timeout(), "{e:?}"),
-        other => panic!("expected a reqwest timeout, got {other:?}"),
-    }
+    // The outcome is unknown: our typed error, never a retry.
+    assert_eq!(our_code(&err), Some("attempt_timed_out"), "{err:?}");
     assert!(took >= Duration::from_millis(900), "took {took:?}");
     assert!(took < Duration::from_secs(1) + MARGIN, "took {took:?}");
+    server.verify().await;
+}
+
+#[tokio::test]
+async fn a_request_timeout_is_trimmed_to_the_deadline() {
+    let server = MockServer::start().await;
+    mount_seq(&server, 1, vec![ok().set_delay(Duration::from_secs(3))]).await;
+
+    let start = Instant::now();
+    let err = client(exact())
+        .get(server.uri())
+        .timeout(Duration::from_secs(30))
+        .with_extension(Deadline::after(Duration::from_secs(1)))
+        .send()
+        .await
+        .unwrap_err();
+    let took = start.elapsed();
+
+    assert!(took >= Duration::from_millis(900), "took {took:?}");
+    assert!(took < Duration::from_secs(1) + MARGIN, "took {took:?}");
+    assert!(
+        matches!(&err, reqwest_middleware::Error::Reqwest(e) if e.is_timeout())
+            || our_code(&err) == Some("attempt_timed_out"),
+        "{err:?}"
+    );
+    server.verify().await;
+}
+
+#[tokio::test]
+async fn the_clients_own_timeout_is_never_widened() {
+    let server = MockServer::start().await;
+    mount_seq(&server, 1, vec![ok().set_delay(Duration::from_secs(2))]).await;
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_millis(300))
+        .build()
+        .expect("reqwest client");
+    let client = ClientBuilder::new(http)
+        .with(RetryAfterMiddleware::new(exact()))
+        .build();
+
+    let start = Instant::now();
+    let err = client
+        .get(server.uri())
+        .with_extension(Deadline::after(Duration::from_secs(10)))
+        .send()
+        .await
+        .unwrap_err();
+    let took = start.elapsed();
+
+    match &err {
+        reqwest_middleware::Error::Reqwest(e) => assert!(e.is_timeout(), "{e:?}"),
+        other => panic!("expected the client's own timeout, got {other:?}"),
+    }
+    assert!(took < Duration::from_millis(300) + MARGIN, "took {took:?}");
     server.verify().await;
 }
 
@@ -815,7 +868,7 @@ async fn second_send_with_an_active_key_fails_without_sending() {
     // Only the first task's two attempts reached the server.
     assert_eq!(
         idempotency_headers(&server).await,
-        vec![vec!["order-42".to_owned()]; 2]
+        vec![vec!["\"order-42\"".to_owned()]; 2]
     );
     server.verify().await;
 }
@@ -1218,4 +1271,46 @@ async fn transport_error_is_returned_as_is_and_not_retried() {
         start.elapsed()
     );
     assert_eq!(seen.lock().unwrap().len(), 1, "sent once, never retried");
+}
+
+#[tokio::test]
+async fn a_streaming_body_on_its_last_attempt_still_says_not_replayable() {
+    let server = MockServer::start().await;
+    mount_seq(&server, 1, vec![too_many("0")]).await;
+    let chunks: Vec<Result<&'static str, std::io::Error>> = vec![Ok("once")];
+    let resp = client(exact().max_attempts(1))
+        .put(server.uri())
+        .body(reqwest::Body::wrap_stream(futures_util::stream::iter(
+            chunks,
+        )))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stop_code(&resp), Some("body_not_replayable"));
+    server.verify().await;
+}
+
+#[tokio::test]
+async fn time_at_the_gate_counts_toward_max_total_wait() {
+    let server = MockServer::start().await;
+    mount_seq(&server, 2, vec![too_many("2")]).await;
+    let policy = exact()
+        .max_wait(Duration::from_secs(2))
+        .max_total_wait(Duration::from_secs(2))
+        .missing_retry_after(Fallback::Stop);
+    let client = client(policy);
+    // A is told to come back in 2 s, and stops on its own only later.
+    let a = tokio::spawn({
+        let client = client.clone();
+        let url = server.uri();
+        async move { client.get(url).send().await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // B waits at the gate (~1.8 s of its 2 s budget), is then told 2 s
+    // itself: that would exceed max_total_wait.
+    let b = client.get(server.uri()).send().await.unwrap();
+    assert_eq!(stop_code(&b), Some("wait_budget_exhausted"));
+    assert!(report(&b).waited() >= Duration::from_millis(1500));
+    assert_eq!(report(&b).attempts(), 1);
+    a.abort();
 }
