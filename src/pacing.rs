@@ -40,10 +40,10 @@ pub enum Admission {
     /// the gate did not close again meanwhile).
     Wait(Duration),
     /// The gate (or the queue behind it) holds the origin past the latest
-    /// time the task accepts; nothing was reserved. `gate` is how long the
-    /// gate stays closed from now.
+    /// time the task accepts; nothing was reserved. `gate` is how long from
+    /// now the origin could take this task (gate or queue).
     Refused {
-        /// Time from now until the gate opens.
+        /// Time from now until the origin could take the task.
         gate: Duration,
     },
 }
@@ -87,6 +87,8 @@ const RAISE_FACTOR: f64 = 1.1;
 const PACE_MARGIN: f64 = 0.99;
 /// Multiplicative cut of a learned pace on a pushback while pacing.
 const CUT_FACTOR: f64 = 0.9;
+/// The deepest single cut of a learned pace.
+const CUT_FLOOR: f64 = 0.5;
 /// Longest measuring period before the gate first closes: what an origin
 /// admitted long ago says little about its limit now.
 const EPOCH_MAX: Duration = Duration::from_secs(60);
@@ -150,6 +152,11 @@ impl OriginState {
         self.rate
     }
 
+    /// Moves `last_seen` to `now`.
+    pub(crate) fn touch(&mut self, now: Duration) {
+        self.last_seen = now;
+    }
+
     /// Last time a task touched this origin (for expiring idle entries).
     #[must_use]
     pub fn last_seen(&self) -> Duration {
@@ -192,9 +199,8 @@ impl OriginState {
         let slot = now.max(self.next_slot);
         let wait = slot - now;
         if wait > latest {
-            return Admission::Refused {
-                gate: Duration::ZERO,
-            };
+            // The queue, not the gate, is too long: the earliest free slot.
+            return Admission::Refused { gate: wait };
         }
         self.next_slot = slot + interval(self.rate);
         if wait.is_zero() {
@@ -233,7 +239,13 @@ impl OriginState {
             0.0
         };
         if self.learned {
-            self.rate = measured.min(self.rate * CUT_FACTOR).max(MIN_RATE);
+            // A multiplicative cut, bounded below: a probe rejected a few
+            // milliseconds after reopening measures nothing, and must not
+            // reset a learned pace to the floor.
+            self.rate = measured
+                .min(self.rate * CUT_FACTOR)
+                .max(self.rate * CUT_FLOOR)
+                .max(MIN_RATE);
         } else if measured > 0.0 {
             self.rate = (measured * PACE_MARGIN).max(MIN_RATE);
             self.learned = true;
@@ -656,6 +668,34 @@ mod tests {
             "{}",
             o.rate()
         );
+    }
+
+    #[test]
+    fn a_rejected_probe_halves_the_pace_at_most() {
+        let mut o = after_burst(100);
+        let _ = slot_at(&mut o, ms(1000));
+        let learned = o.rate();
+        // The probe itself is rejected 5 ms after reopening: nothing measured.
+        o.on_pushback(ON, ms(1005), Some(ms(2005)));
+        let _ = slot_at(&mut o, ms(2005));
+        assert!(
+            (o.rate() - learned * CUT_FLOOR).abs() < 1e-9,
+            "{}",
+            o.rate()
+        );
+    }
+
+    #[test]
+    fn a_full_queue_refuses_with_the_time_of_its_first_free_slot() {
+        let mut o = after_burst(10);
+        let _ = slot_at(&mut o, ms(1000));
+        for _ in 0..9 {
+            let _ = slot_at(&mut o, ms(1000));
+        }
+        match o.admit(ON, ms(1000), ms(500)) {
+            Admission::Refused { gate } => assert!(gate > ms(500), "{gate:?}"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

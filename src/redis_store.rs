@@ -17,15 +17,24 @@
 //! deadline; an origin: its gate and queue plus five idle minutes), so a
 //! crashed worker leaks nothing and its lease frees itself.
 //!
-//! When Redis cannot answer within `op_timeout`, the [`FailMode`] decides:
-//! fail open to this process's local state (the default, with a `warn`
-//! event), or fail closed with [`Error::Store`](crate::Error::Store)
-//! (`store_unavailable`) before anything is sent.
+//! Each process also keeps its own leases (so exclusion within the process
+//! holds while Redis is away), counts its 2xx answers and budget deposits
+//! locally, and folds them into Redis at most every 100 ms or with its next
+//! write to the same key: a burst of successes costs a few round trips, not
+//! one per request.
+//!
+//! When Redis cannot answer within `op_timeout` (per round trip), the
+//! [`FailMode`] decides: fail open to this process's local state (the
+//! default, with a `warn` event), or fail closed with
+//! [`Error::Store`](crate::Error::Store) (`store_unavailable`) before
+//! anything is sent.
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Script, Value};
@@ -47,7 +56,9 @@ pub enum FailMode {
 const ORIGIN_IDLE: Duration = Duration::from_secs(300);
 const BUDGET_IDLE: Duration = Duration::from_secs(60);
 /// Compare-and-set rounds before giving up on a contended key.
-const CAS_ROUNDS: usize = 64;
+const CAS_ROUNDS: u32 = 64;
+/// Locally counted successes and deposits are written at least this often.
+const FLUSH_EVERY: Duration = Duration::from_millis(100);
 
 /// `{now_s, now_us, value}`.
 const READ: &str = r"
@@ -65,6 +76,19 @@ if (cur or '') == ARGV[1] then
   return {1, t[1], t[2]}
 end
 return {0, t[1], t[2], cur}
+";
+
+/// Takes the lease KEYS[1] for token ARGV[1], TTL ARGV[2] ms; first frees it
+/// if it still holds ARGV[3], this process's own lease whose release has
+/// not reached Redis yet. 1 if taken, 0 if held by another task.
+const ACQUIRE: &str = r"
+if ARGV[3] ~= '' and redis.call('GET', KEYS[1]) == ARGV[3] then
+  redis.call('DEL', KEYS[1])
+end
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return 1
+end
+return 0
 ";
 
 /// Deletes KEYS[1] if it holds ARGV[1].
@@ -99,12 +123,28 @@ pub struct RedisStore {
     fail_mode: FailMode,
     op_timeout: Duration,
     local: MemoryStore,
-    /// One update per key at a time from this process, so that a burst of
+    shared: Arc<Shared>,
+}
+
+/// Per-process state behind a [`RedisStore`] and its clones.
+struct Shared {
+    /// One write per key at a time from this process, so that a burst of
     /// tasks does not turn into a compare-and-set race among themselves.
-    key_locks: Arc<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>>,
-    read: Arc<Script>,
-    cas: Arc<Script>,
-    release: Arc<Script>,
+    key_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Releases sent to Redis but maybe not applied yet: lease key → token.
+    releasing: Mutex<HashMap<String, u64>>,
+    /// 2xx answers not yet written: origin key → (count, last write).
+    successes: Mutex<HashMap<String, (u32, Instant)>>,
+    /// Budget deposits not yet written, and the last write.
+    deposits: Mutex<(u32, Instant)>,
+    read: Script,
+    cas: Script,
+    acquire: Script,
+    release: Script,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -123,9 +163,13 @@ fn unavailable(e: &redis::RedisError) -> StoreError {
     StoreError::new(format!("redis: {:?}", e.kind()))
 }
 
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
 impl RedisStore {
     /// Connects to `url` (`redis://host:port/db`) with a reconnecting
-    /// connection manager. Connecting and each operation time out after
+    /// connection manager. Connecting and each round trip time out after
     /// 500 ms by default ([`op_timeout`](Self::op_timeout)).
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
         let client = redis::Client::open(url).map_err(|e| unavailable(&e))?;
@@ -144,16 +188,23 @@ impl RedisStore {
     /// A store over an existing connection manager.
     #[must_use]
     pub fn with_connection(conn: ConnectionManager) -> Self {
+        let now = Instant::now();
         RedisStore {
             conn,
             prefix: Arc::from("reqwest-backpressure:"),
             fail_mode: FailMode::Open,
             op_timeout: Duration::from_millis(500),
             local: MemoryStore::new(),
-            key_locks: Arc::default(),
-            read: Arc::new(Script::new(READ)),
-            cas: Arc::new(Script::new(CAS)),
-            release: Arc::new(Script::new(RELEASE)),
+            shared: Arc::new(Shared {
+                key_locks: Mutex::default(),
+                releasing: Mutex::default(),
+                successes: Mutex::default(),
+                deposits: Mutex::new((0, now)),
+                read: Script::new(READ),
+                cas: Script::new(CAS),
+                acquire: Script::new(ACQUIRE),
+                release: Script::new(RELEASE),
+            }),
         }
     }
 
@@ -173,7 +224,7 @@ impl RedisStore {
         self
     }
 
-    /// The longest one Redis operation may take before it counts as a
+    /// The longest one round trip to Redis may take before it counts as a
     /// failure (default 500 ms).
     #[must_use]
     pub fn op_timeout(mut self, timeout: Duration) -> Self {
@@ -181,7 +232,8 @@ impl RedisStore {
         self
     }
 
-    /// The local state used while failing open.
+    /// This process's own state: its leases, and what it uses while
+    /// failing open.
     #[must_use]
     pub fn local(&self) -> &MemoryStore {
         &self.local
@@ -210,32 +262,39 @@ impl RedisStore {
     }
 
     fn key_lock(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut locks = self
-            .key_locks
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut locks = lock(&self.shared.key_locks);
         if locks.len() > 1024 {
             locks.retain(|_, l| Arc::strong_count(l) > 1);
         }
         Arc::clone(locks.entry(key.to_owned()).or_default())
     }
 
-    /// Runs `op` against Redis within `op_timeout`; on failure, fails open to
-    /// `fallback` or closed.
-    async fn guarded<T, F, L>(
+    /// One round trip, bounded by `op_timeout`.
+    async fn round_trip<T>(
+        &self,
+        op: impl Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, StoreError> {
+        match tokio::time::timeout(self.op_timeout, op).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(unavailable(&e)),
+            Err(_) => Err(StoreError::new("redis: operation timed out")),
+        }
+    }
+
+    /// `op`'s answer; when Redis failed, the fail mode decides between
+    /// `fallback` (local state) and the error.
+    async fn guarded<T, L>(
         &self,
         what: &'static str,
-        op: F,
-        fallback: L,
+        result: Result<T, StoreError>,
+        fallback: impl FnOnce() -> L,
     ) -> Result<T, StoreError>
     where
-        F: Future<Output = Result<T, StoreError>>,
         L: Future<Output = Result<T, StoreError>>,
     {
-        let err = match tokio::time::timeout(self.op_timeout, op).await {
-            Ok(Ok(v)) => return Ok(v),
-            Ok(Err(e)) => e,
-            Err(_) => StoreError::new("redis: operation timed out"),
+        let err = match result {
+            Ok(v) => return Ok(v),
+            Err(e) => e,
         };
         match self.fail_mode {
             FailMode::Closed => Err(err),
@@ -244,15 +303,15 @@ impl RedisStore {
                 tracing::warn!(operation = what, error = %err, "reqwest-backpressure: redis unavailable, using local state");
                 #[cfg(not(feature = "tracing"))]
                 let _ = what;
-                fallback.await
+                fallback().await
             }
         }
     }
 
-    /// Reads `key`'s state, applies `f` at Redis's `now`, and writes the
-    /// result back if nobody changed it meanwhile (else retries). `f`
-    /// returns its output and, when it changed the state, how long to keep
-    /// it.
+    /// Reads `key`'s state, applies `f` at Redis's `now`, and, when `f`
+    /// changed it, writes it back if nobody changed it meanwhile (else
+    /// tries again on what is there now). `f` returns its output and, when
+    /// the state must be written, how long to keep it.
     async fn update<V, T>(
         &self,
         key: &str,
@@ -260,38 +319,137 @@ impl RedisStore {
         encode: fn(&V) -> String,
         mut f: impl FnMut(&mut Option<V>, Duration) -> (T, Option<Duration>),
     ) -> Result<T, StoreError> {
-        let lock = self.key_lock(key);
-        let _one_at_a_time = lock.lock().await;
         let mut conn = self.conn.clone();
-        let reply: Vec<Value> = self
-            .read
-            .key(key)
-            .invoke_async(&mut conn)
-            .await
-            .map_err(|e| unavailable(&e))?;
+        let mut read = self.shared.read.prepare_invoke();
+        read.key(key);
+        let reply: Vec<Value> = self.round_trip(read.invoke_async(&mut conn)).await?;
         let (mut now, mut current) = parse_time_and_value(&reply, 0)?;
-        for _ in 0..CAS_ROUNDS {
+        // Read-only answers need no lock; writes from this process go one
+        // at a time, so only other processes can race them.
+        let mut guard = None;
+        for round in 0..CAS_ROUNDS {
             let mut state = current.as_deref().and_then(decode);
             let (out, keep) = f(&mut state, now);
             let (Some(keep), Some(new)) = (keep, state.as_ref()) else {
                 return Ok(out);
             };
-            let ttl_ms = u64::try_from(keep.as_millis()).unwrap_or(u64::MAX).max(1);
-            let reply: Vec<Value> = self
-                .cas
-                .key(key)
+            if guard.is_none() {
+                let key_lock = self.key_lock(key);
+                guard = Some(key_lock.lock_owned().await);
+                if round == 0 {
+                    // Another task of ours may have written while we waited.
+                    let reply: Vec<Value> = self.round_trip(read.invoke_async(&mut conn)).await?;
+                    (now, current) = parse_time_and_value(&reply, 0)?;
+                    continue;
+                }
+            }
+            let mut cas = self.shared.cas.prepare_invoke();
+            cas.key(key)
                 .arg(current.as_deref().unwrap_or(""))
                 .arg(encode(new))
-                .arg(ttl_ms)
-                .invoke_async(&mut conn)
-                .await
-                .map_err(|e| unavailable(&e))?;
+                .arg(millis(keep));
+            let reply: Vec<Value> = self.round_trip(cas.invoke_async(&mut conn)).await?;
             if matches!(reply.first(), Some(Value::Int(1))) {
                 return Ok(out);
             }
             (now, current) = parse_time_and_value(&reply, 1)?;
+            // Another process wrote: back off a little, jittered.
+            let backoff = Duration::from_micros(fastrand::u64(0..=200 * u64::from(round + 1)));
+            tokio::time::sleep(backoff).await;
         }
         Err(StoreError::new("redis: key too contended"))
+    }
+
+    /// Takes this process's unwritten 2xx count for `origin_key`; `force`
+    /// takes it however recent the last write.
+    fn take_successes(&self, origin_key: &str, force: bool) -> u32 {
+        let mut successes = lock(&self.shared.successes);
+        let Some((count, written)) = successes.get_mut(origin_key) else {
+            return 0;
+        };
+        if !force && written.elapsed() < FLUSH_EVERY {
+            return 0;
+        }
+        *written = Instant::now();
+        std::mem::take(count)
+    }
+
+    /// Gives back a count that could not be written.
+    fn restore_successes(&self, origin_key: &str, n: u32) {
+        if n > 0
+            && let Some((count, _)) = lock(&self.shared.successes).get_mut(origin_key)
+        {
+            *count = count.saturating_add(n);
+        }
+    }
+
+    /// Applies `f` to the origin's shared state, folding in this process's
+    /// unwritten 2xx answers first.
+    async fn update_origin<T>(
+        &self,
+        origin: &str,
+        force_flush: bool,
+        mut f: impl FnMut(&mut OriginState, Duration) -> (T, bool),
+    ) -> Result<T, StoreError> {
+        let key = self.origin_key(origin);
+        let pending = self.take_successes(&key, force_flush);
+        let result = self
+            .update(&key, OriginState::decode, OriginState::encode, |s, now| {
+                let fresh = s.is_none();
+                let state = s.get_or_insert_with(|| OriginState::new(now));
+                let before = *state;
+                for _ in 0..pending {
+                    state.on_success(now);
+                }
+                let (out, changed) = f(state, now);
+                let write = fresh
+                    || pending > 0
+                    || changed
+                    || !state.differs_only_in_last_seen(&before, now);
+                (out, write.then(|| state.keep_for(now, ORIGIN_IDLE)))
+            })
+            .await;
+        if result.is_err() {
+            self.restore_successes(&key, pending);
+        }
+        result
+    }
+
+    /// Writes this process's unwritten budget deposits, if due.
+    async fn flush_deposits(&self, budget: &RetryBudget, force: bool) -> Result<(), StoreError> {
+        let n = {
+            let mut deposits = lock(&self.shared.deposits);
+            if deposits.0 == 0 || (!force && deposits.1.elapsed() < FLUSH_EVERY) {
+                return Ok(());
+            }
+            deposits.1 = Instant::now();
+            std::mem::take(&mut deposits.0)
+        };
+        let key = self.budget_key();
+        let result = self
+            .update(&key, BudgetState::decode, BudgetState::encode, |s, now| {
+                let state = s.get_or_insert_with(|| BudgetState::new(budget, now));
+                for _ in 0..n {
+                    state.deposit(budget, now);
+                }
+                ((), Some(BUDGET_IDLE))
+            })
+            .await;
+        if result.is_err() {
+            let mut deposits = lock(&self.shared.deposits);
+            deposits.0 = deposits.0.saturating_add(n);
+        }
+        result
+    }
+}
+
+impl OriginState {
+    /// Whether `self` is `before` with only `last_seen` moved, recently
+    /// enough that the shared copy need not be rewritten for it.
+    fn differs_only_in_last_seen(&self, before: &OriginState, now: Duration) -> bool {
+        let mut same = *before;
+        same.touch(self.last_seen());
+        same == *self && now.saturating_sub(before.last_seen()) < Duration::from_secs(60)
     }
 }
 
@@ -307,9 +465,9 @@ fn parse_time_and_value(
             _ => None,
         }
     };
-    let secs = num(reply.get(at)).ok_or_else(|| StoreError::new("redis: unexpected reply"))?;
-    let micros =
-        num(reply.get(at + 1)).ok_or_else(|| StoreError::new("redis: unexpected reply"))?;
+    let bad = || StoreError::new("redis: unexpected reply");
+    let secs = num(reply.get(at)).ok_or_else(bad)?;
+    let micros = num(reply.get(at + 1)).ok_or_else(bad)?;
     let value = match reply.get(at + 2) {
         Some(Value::BulkString(b)) => Some(String::from_utf8_lossy(b).into_owned()),
         _ => None,
@@ -321,109 +479,110 @@ fn parse_time_and_value(
 }
 
 impl Store for RedisStore {
-    fn acquire(
-        &self,
-        key: &str,
-        ttl: Duration,
-    ) -> impl Future<Output = Result<Option<LeaseToken>, StoreError>> + Send {
+    async fn acquire(&self, key: &str, ttl: Duration) -> Result<Option<LeaseToken>, StoreError> {
+        // This process's own lease first: it keeps exclusion within the
+        // process while Redis is away, and its token is the Redis value.
+        let Some(token) = self.local.acquire_now(key, ttl) else {
+            return Ok(None);
+        };
         let redis_key = self.lease_key(key);
-        let token = fastrand::u64(..);
-        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+        let stale = lock(&self.shared.releasing).remove(&redis_key);
         let mut conn = self.conn.clone();
-        async move {
-            let op = async {
-                let set: Option<String> = redis::cmd("SET")
-                    .arg(&redis_key)
-                    .arg(token)
-                    .arg("NX")
-                    .arg("PX")
-                    .arg(ttl_ms)
-                    .query_async(&mut conn)
-                    .await
-                    .map_err(|e| unavailable(&e))?;
-                Ok(set.map(|_| LeaseToken(token)))
-            };
-            self.guarded("acquire", op, self.local.acquire(key, ttl))
-                .await
+        let mut acquire = self.shared.acquire.prepare_invoke();
+        acquire
+            .key(&redis_key)
+            .arg(token.0)
+            .arg(millis(ttl))
+            .arg(stale.map_or_else(String::new, |t| t.to_string()));
+        let taken: Result<i64, StoreError> = self.round_trip(acquire.invoke_async(&mut conn)).await;
+        match taken {
+            Ok(1) => Ok(Some(token)),
+            Ok(_) => {
+                self.local.release(key, token);
+                Ok(None)
+            }
+            Err(e) => {
+                let result = self
+                    .guarded("acquire", Err(e), || std::future::ready(Ok(Some(token))))
+                    .await;
+                if result.is_err() {
+                    self.local.release(key, token);
+                }
+                result
+            }
         }
     }
 
     fn release(&self, key: &str, token: LeaseToken) {
         self.local.release(key, token);
+        let redis_key = self.lease_key(key);
+        // Remembered until Redis confirms, so that this process taking the
+        // same key again at once frees it first instead of finding it held.
+        lock(&self.shared.releasing).insert(redis_key.clone(), token.0);
         // Called from `Drop`: the compare-and-delete runs as its own task.
         // Without a runtime (or if it fails) the lease's TTL frees it.
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
-            let redis_key = self.lease_key(key);
             let mut conn = self.conn.clone();
-            let script = Arc::clone(&self.release);
+            let shared = Arc::clone(&self.shared);
             let timeout = self.op_timeout;
             handle.spawn(async move {
-                let mut invocation = script.prepare_invoke();
-                invocation.key(redis_key).arg(token.0);
-                let op = invocation.invoke_async::<i64>(&mut conn);
-                let _ = tokio::time::timeout(timeout, op).await;
+                let mut release = shared.release.prepare_invoke();
+                release.key(&redis_key).arg(token.0);
+                let done =
+                    tokio::time::timeout(timeout, release.invoke_async::<i64>(&mut conn)).await;
+                if matches!(done, Ok(Ok(_))) {
+                    let mut releasing = lock(&shared.releasing);
+                    if releasing.get(&redis_key) == Some(&token.0) {
+                        releasing.remove(&redis_key);
+                    }
+                }
             });
         }
     }
 
-    fn admit(
+    async fn admit(
         &self,
         origin: &str,
         pacing: PacingConfig,
         budget: &RetryBudget,
         latest: Duration,
         first: bool,
-    ) -> impl Future<Output = Result<Admission, StoreError>> + Send {
-        let budget = *budget;
-        async move {
-            let op = async {
-                if first && budget.enabled {
-                    self.update(
-                        &self.budget_key(),
-                        BudgetState::decode,
-                        BudgetState::encode,
-                        |s, now| {
-                            s.get_or_insert_with(|| BudgetState::new(&budget, now))
-                                .deposit(&budget, now);
-                            ((), Some(BUDGET_IDLE))
-                        },
-                    )
-                    .await?;
-                }
-                if !pacing.gate {
-                    return Ok(Admission::Now);
-                }
-                self.update(
-                    &self.origin_key(origin),
-                    OriginState::decode,
-                    OriginState::encode,
-                    |s, now| {
-                        let state = s.get_or_insert_with(|| OriginState::new(now));
-                        let admission = state.admit(pacing, now, latest);
-                        (admission, Some(state.keep_for(now, ORIGIN_IDLE)))
-                    },
-                )
-                .await
-            };
-            self.guarded(
-                "admit",
-                op,
-                self.local.admit(origin, pacing, &budget, latest, first),
-            )
-            .await
+    ) -> Result<Admission, StoreError> {
+        if first && budget.enabled {
+            lock(&self.shared.deposits).0 += 1;
+            // Deposits are an input to the budget, not to this admission: a
+            // failure to write them is retried with the next flush.
+            let _ = self.flush_deposits(budget, false).await;
         }
+        if !pacing.gate {
+            return Ok(Admission::Now);
+        }
+        let result = self
+            .update_origin(origin, true, |state, now| {
+                (state.admit(pacing, now, latest), false)
+            })
+            .await;
+        self.guarded("admit", result, || {
+            std::future::ready(Ok(self
+                .local
+                .admit_now(origin, pacing, budget, latest, first)))
+        })
+        .await
     }
 
     async fn gate(&self, origin: &str) -> Result<Option<Duration>, StoreError> {
         let key = self.origin_key(origin);
-        let op = self.update(&key, OriginState::decode, OriginState::encode, |s, now| {
-            let gate = s
-                .as_ref()
-                .and_then(|s| s.gate_until(now))
-                .map(|until| until.saturating_sub(now));
-            (gate, None)
-        });
-        self.guarded("gate", op, self.local.gate(origin)).await
+        let result = self
+            .update(&key, OriginState::decode, OriginState::encode, |s, now| {
+                let gate = s
+                    .as_ref()
+                    .and_then(|s| s.gate_until(now))
+                    .map(|until| until.saturating_sub(now));
+                (gate, None)
+            })
+            .await;
+        self.guarded("gate", result, || self.local.gate(origin))
+            .await
     }
 
     async fn record(
@@ -435,34 +594,54 @@ impl Store for RedisStore {
         if !pacing.gate {
             return Ok(());
         }
-        let key = self.origin_key(origin);
-        let op = self.update(&key, OriginState::decode, OriginState::encode, |s, now| {
-            let state = s.get_or_insert_with(|| OriginState::new(now));
-            state.observe(pacing, now, outcome);
-            ((), Some(state.keep_for(now, ORIGIN_IDLE)))
-        });
-        self.guarded("record", op, self.local.record(origin, pacing, outcome))
-            .await
+        if outcome == Outcome::Admitted {
+            // Counted here; written at most every 100 ms, or with this
+            // process's next write to the origin.
+            let key = self.origin_key(origin);
+            let due = {
+                let mut successes = lock(&self.shared.successes);
+                if successes.len() > 1024 {
+                    successes.retain(|_, (n, _)| *n > 0);
+                }
+                let (count, written) = successes.entry(key).or_insert_with(|| (0, Instant::now()));
+                *count = count.saturating_add(1);
+                written.elapsed() >= FLUSH_EVERY
+            };
+            if !due {
+                return Ok(());
+            }
+        }
+        let result = self
+            .update_origin(origin, true, |state, now| {
+                if let Outcome::Pushback { .. } = outcome {
+                    state.observe(pacing, now, outcome);
+                }
+                ((), matches!(outcome, Outcome::Pushback { .. }))
+            })
+            .await;
+        self.guarded("record", result, || {
+            self.local.record(origin, pacing, outcome)
+        })
+        .await
     }
 
-    fn withdraw_retry(
-        &self,
-        budget: &RetryBudget,
-    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
-        let budget = *budget;
-        async move {
-            if !budget.enabled {
-                return Ok(true);
-            }
-            let key = self.budget_key();
-            let op = self.update(&key, BudgetState::decode, BudgetState::encode, |s, now| {
-                let ok = s
-                    .get_or_insert_with(|| BudgetState::new(&budget, now))
-                    .withdraw(&budget, now);
-                (ok, Some(BUDGET_IDLE))
-            });
-            self.guarded("withdraw_retry", op, self.local.withdraw_retry(&budget))
-                .await
+    async fn withdraw_retry(&self, budget: &RetryBudget) -> Result<bool, StoreError> {
+        if !budget.enabled {
+            return Ok(true);
         }
+        let _ = self.flush_deposits(budget, true).await;
+        let key = self.budget_key();
+        let result = self
+            .update(&key, BudgetState::decode, BudgetState::encode, |s, now| {
+                let ok = s
+                    .get_or_insert_with(|| BudgetState::new(budget, now))
+                    .withdraw(budget, now);
+                (ok, Some(BUDGET_IDLE))
+            })
+            .await;
+        self.guarded("withdraw_retry", result, || {
+            self.local.withdraw_retry(budget)
+        })
+        .await
     }
 }

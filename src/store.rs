@@ -10,7 +10,6 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -114,7 +113,7 @@ struct Lease {
 /// assert_eq!(store.len(), 0); // entries exist only while their task runs
 /// # drop(middleware);
 /// ```
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct MemoryStore {
     inner: Arc<MemoryInner>,
 }
@@ -122,7 +121,6 @@ pub struct MemoryStore {
 #[derive(Debug)]
 struct MemoryInner {
     leases: Mutex<HashMap<String, Lease>>,
-    next_token: AtomicU64,
     epoch: Instant,
     origins: Mutex<HashMap<String, OriginState>>,
     budget: Mutex<Option<BudgetState>>,
@@ -132,7 +130,6 @@ impl Default for MemoryInner {
     fn default() -> Self {
         MemoryInner {
             leases: Mutex::default(),
-            next_token: AtomicU64::new(0),
             epoch: Instant::now(),
             origins: Mutex::default(),
             budget: Mutex::default(),
@@ -150,6 +147,16 @@ const ORIGIN_IDLE: Duration = Duration::from_secs(300);
 /// (every update under these locks is a single assignment).
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl std::fmt::Debug for MemoryStore {
+    /// Counts only: lease keys hold idempotency keys, which may be secrets.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryStore")
+            .field("leases", &self.len())
+            .field("origins", &self.origins())
+            .finish()
+    }
 }
 
 impl MemoryStore {
@@ -180,7 +187,7 @@ impl MemoryStore {
         lock(&self.inner.origins).get(origin).map(OriginState::rate)
     }
 
-    fn admit_now(
+    pub(crate) fn admit_now(
         &self,
         origin: &str,
         pacing: PacingConfig,
@@ -222,7 +229,7 @@ impl MemoryStore {
         self.len() == 0
     }
 
-    fn acquire_now(&self, key: &str, ttl: Duration) -> Option<LeaseToken> {
+    pub(crate) fn acquire_now(&self, key: &str, ttl: Duration) -> Option<LeaseToken> {
         let now = Instant::now();
         let expires = now.checked_add(ttl).unwrap_or_else(|| far_future(now));
         let mut leases = self.leases();
@@ -231,7 +238,10 @@ impl MemoryStore {
         {
             return None;
         }
-        let token = self.inner.next_token.fetch_add(1, Ordering::Relaxed);
+        // Random, not a counter: a shared store may use the same token for
+        // its copy of the lease, and tokens of different processes must
+        // not collide.
+        let token = fastrand::u64(..);
         leases.insert(key.to_owned(), Lease { token, expires });
         Some(LeaseToken(token))
     }

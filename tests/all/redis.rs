@@ -1396,3 +1396,90 @@ async fn a_frozen_redis_times_out_instead_of_hanging() {
     })
     .await;
 }
+
+/// The same key, sent again the moment its task ended, is free: the
+/// lease's release (spawned from `Drop`) may not have reached Redis yet,
+/// but the next acquire frees this process's own stale lease first.
+#[tokio::test(flavor = "current_thread")]
+async fn a_key_is_free_again_the_moment_its_task_ends() {
+    bounded(Duration::from_secs(20), async {
+        let redis = RedisServer::start();
+        let client = client(store(&redis, "rbp-reuse:").await, policy());
+        let (server, arrivals) = scripted(|_, _| ResponseTemplate::new(200)).await;
+        for i in 0..50 {
+            let r = client
+                .post(format!("{}/again", server.uri()))
+                .with_extension(IdempotencyKey::new("same-key"))
+                .send()
+                .await;
+            assert_eq!(code(&r), "ok 200 OK", "send {i}");
+        }
+        assert_eq!(arrivals.at("/again").len(), 50);
+    })
+    .await;
+}
+
+/// Finished tasks leave nothing behind in the process either: the local
+/// copy of each lease goes with it, so a later Redis outage does not refuse
+/// keys that nobody runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finished_keys_leave_no_local_lease_behind() {
+    bounded(Duration::from_secs(20), async {
+        let mut redis = RedisServer::start();
+        let store = store(&redis, "rbp-local:").await;
+        let local = store.local().clone();
+        let client = client(store, policy());
+        let (server, _arrivals) = scripted(|_, _| ResponseTemplate::new(200)).await;
+        for i in 0..100 {
+            let r = client
+                .post(format!("{}/k", server.uri()))
+                .with_extension(IdempotencyKey::new(format!("k-{i}")))
+                .send()
+                .await;
+            assert_eq!(code(&r), "ok 200 OK");
+        }
+        assert_eq!(local.len(), 0, "local leases left behind");
+        redis.stop();
+        let r = client
+            .post(format!("{}/k", server.uri()))
+            .with_extension(IdempotencyKey::new("k-7"))
+            .send()
+            .await;
+        assert_eq!(
+            code(&r),
+            "ok 200 OK",
+            "a finished key is refused while Redis is down"
+        );
+    })
+    .await;
+}
+
+/// A burst of first sends against a healthy Redis, failing closed: none is
+/// refused for contention or slowness of this process's own queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_against_a_healthy_redis_is_not_refused() {
+    bounded(Duration::from_secs(40), async {
+        let redis = RedisServer::start();
+        let store = store(&redis, "rbp-burst:")
+            .await
+            .fail_mode(FailMode::Closed);
+        let client = client(store, policy());
+        let (server, arrivals) = scripted(|_, _| ResponseTemplate::new(200)).await;
+        let tasks: Vec<_> = (0..1000)
+            .map(|_| {
+                let client = client.clone();
+                let url = format!("{}/burst", server.uri());
+                tokio::spawn(async move { code(&client.get(url).send().await) })
+            })
+            .collect();
+        let mut refused = 0;
+        for t in tasks {
+            if t.await.expect("task") != "ok 200 OK" {
+                refused += 1;
+            }
+        }
+        assert_eq!(refused, 0, "of 1000 sends");
+        assert_eq!(arrivals.at("/burst").len(), 1000);
+    })
+    .await;
+}
