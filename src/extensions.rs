@@ -52,13 +52,16 @@ impl Deadline {
 /// Request extension: the task's idempotency key.
 ///
 /// It authorises retrying a non-idempotent method (the server promised, by
-/// supporting the key, that a repeat is applied once), it is sent as an
-/// `Idempotency-Key` header on every attempt unless the request already has
-/// one, and it identifies the task: a second concurrent send with the same
-/// key to the same origin fails with `already_active` and sends nothing.
+/// supporting the key, that a repeat is applied once), it is sent on every
+/// attempt as an `Idempotency-Key` header in the IETF httpapi draft's form,
+/// a Structured Field string (`Idempotency-Key: "order-42"`), unless the
+/// request already has that header, and it identifies the task: a second
+/// concurrent send with the same key to the same origin fails with
+/// `already_active` and sends nothing. A key that an sf-string cannot carry
+/// (control or non-ASCII characters) fails with `invalid_idempotency_key`.
 ///
 /// A request with an `Idempotency-Key` header and no extension is treated
-/// the same way, keyed by the header's value.
+/// the same way, keyed by the header's value (quoted or bare).
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct IdempotencyKey(Arc<str>);
 

@@ -35,7 +35,8 @@
 //! itself) with a [`RetryReport`] whose [`StopReason::code`] is one of these
 //! stable strings: `retry_not_authorized_by_contract`, `body_not_replayable`,
 //! `attempt_budget_exhausted`, `deadline_exhausted`, `invalid_retry_after`,
-//! `missing_retry_after`, `wait_budget_exhausted`, `retry_budget_exhausted`.
+//! `missing_retry_after`, `wait_budget_exhausted`, `retry_budget_exhausted`,
+//! `store_unavailable`.
 //! Things that never reached the server are an [`Error`] with its own
 //! [`code`](Error::code).
 //!
