@@ -153,6 +153,7 @@ impl OriginState {
     }
 
     /// Moves `last_seen` to `now`.
+    #[cfg(feature = "redis")]
     pub(crate) fn touch(&mut self, now: Duration) {
         self.last_seen = now;
     }
