@@ -664,17 +664,13 @@ fn pass(ok: bool) -> &'static str {
     if ok { "PASS" } else { "MISS" }
 }
 
-fn targets(cfg: &Config, row: &Row) -> (String, bool) {
+/// Writes the heading of `row`'s targets and the two targets every row of
+/// ours has, every task succeeding (none unfinished) and no premature send,
+/// to `out`; returns whether each was met, `(all_ok, no_premature)`.
+fn shared_targets(out: &mut String, cfg: &Config, row: &Row) -> (bool, bool) {
     let c = &row.client_side;
-    let n = u64::from(cfg.n);
-    let max_429 = 1.1 * (n.saturating_sub(u64::from(cfg.cap))) as f64;
-    let ideal = cfg.ideal();
-    let limit = ideal + SECOND;
     let all_ok = c.ok == cfg.n && row.timed_out.is_none();
     let no_premature = row.server.premature == 0;
-    let few_429 = row.server.rejected as f64 <= max_429;
-    let fast = c.last_ok.is_some_and(|l| l <= limit) && all_ok;
-    let mut out = String::new();
     let _ = writeln!(out, "  {}:", row.shape.name());
     let _ = writeln!(
         out,
@@ -691,6 +687,19 @@ fn targets(cfg: &Config, row: &Row) -> (String, bool) {
         pass(no_premature),
         row.server.premature
     );
+    (all_ok, no_premature)
+}
+
+fn targets(cfg: &Config, row: &Row) -> (String, bool) {
+    let c = &row.client_side;
+    let n = u64::from(cfg.n);
+    let max_429 = 1.1 * (n.saturating_sub(u64::from(cfg.cap))) as f64;
+    let ideal = cfg.ideal();
+    let limit = ideal + SECOND;
+    let mut out = String::new();
+    let (all_ok, no_premature) = shared_targets(&mut out, cfg, row);
+    let few_429 = row.server.rejected as f64 <= max_429;
+    let fast = c.last_ok.is_some_and(|l| l <= limit) && all_ok;
     let _ = writeln!(
         out,
         "    {}  {} 429s (target ≤ 1.1 × (N − CAP) = {:.0})",
@@ -838,14 +847,20 @@ fn details(row: &Row) -> String {
 // The Redis row: worker processes sharing one `RedisStore`
 // ---------------------------------------------------------------------------
 
+/// The `redis-server` the Redis row runs against (shared with the Redis
+/// tests, whose stop/restart/signal/connection helpers this binary does not
+/// use).
+#[cfg(feature = "redis")]
+#[allow(dead_code)]
+#[path = "../tests/support/redis_server.rs"]
+mod redis_server;
+
 #[cfg(feature = "redis")]
 mod redis_row {
     use std::collections::BTreeMap;
     use std::fmt::Write as _;
-    use std::io::{Read, Write};
-    use std::net::{TcpListener, TcpStream};
+    use std::io::Read;
     use std::ops::Range;
-    use std::path::PathBuf;
     use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
     use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -853,7 +868,10 @@ mod redis_row {
     use reqwest_backpressure::{Policy, RetryAfterMiddleware};
     use reqwest_middleware::ClientBuilder;
 
-    use super::{ClientKind, ClientSide, Config, LimitedServer, Row, Shape, pass, run_tasks, secs};
+    use super::{
+        ClientKind, ClientSide, Config, LimitedServer, Row, Shape, pass, run_tasks, secs,
+        shared_targets,
+    };
 
     /// Worker processes in the row (its name says 4).
     pub const WORKERS: u32 = 4;
@@ -885,107 +903,6 @@ mod redis_row {
 
     fn millis(d: Duration) -> u64 {
         u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-    }
-
-    // ------------------------------------------------------- redis-server
-
-    /// A `redis-server` child on a free loopback port, without persistence,
-    /// in its own temp dir; killed (and the dir removed) on drop.
-    pub struct RedisServer {
-        child: Child,
-        port: u16,
-        dir: PathBuf,
-    }
-
-    fn free_port() -> std::io::Result<u16> {
-        Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-    }
-
-    fn ping(port: u16) -> bool {
-        let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
-            return false;
-        };
-        let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-        if s.write_all(b"PING\r\n").is_err() {
-            return false;
-        }
-        let mut buf = [0u8; 7];
-        s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
-    }
-
-    impl RedisServer {
-        /// Starts `redis-server` from `PATH`, or says why it could not.
-        pub fn start() -> Result<Self, String> {
-            let mut last = String::new();
-            for _ in 0..5 {
-                let port = free_port().map_err(|e| format!("no free loopback port: {e}"))?;
-                let dir = std::env::temp_dir().join(format!(
-                    "reqwest-backpressure-storm-redis-{}-{port}-{}",
-                    std::process::id(),
-                    SystemTime::now()
-                        .duration_since(UNIX_EPOCH)
-                        .unwrap_or_default()
-                        .as_nanos()
-                ));
-                std::fs::create_dir_all(&dir)
-                    .map_err(|e| format!("could not create a temp dir for redis-server: {e}"))?;
-                let child = Command::new("redis-server")
-                    .arg("--port")
-                    .arg(port.to_string())
-                    .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-                    .arg("--dir")
-                    .arg(&dir)
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .spawn();
-                let child = match child {
-                    Ok(c) => c,
-                    Err(e) => {
-                        let _ = std::fs::remove_dir_all(&dir);
-                        return Err(if e.kind() == std::io::ErrorKind::NotFound {
-                            "redis-server not found on PATH; install it (e.g. \
-                             apt-get install redis-server) to run this row"
-                                .to_owned()
-                        } else {
-                            format!("could not start redis-server: {e}")
-                        });
-                    }
-                };
-                // Killed and cleaned up by drop from here on.
-                let mut server = RedisServer { child, port, dir };
-                let give_up = Instant::now() + Duration::from_secs(10);
-                loop {
-                    if ping(port) {
-                        return Ok(server);
-                    }
-                    if let Ok(Some(status)) = server.child.try_wait() {
-                        // Most likely the port was taken meanwhile.
-                        last = format!("redis-server exited on port {port}: {status}");
-                        break;
-                    }
-                    if Instant::now() > give_up {
-                        return Err(format!(
-                            "redis-server on port {port} did not answer PING within 10 s"
-                        ));
-                    }
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-            }
-            Err(format!("redis-server did not start on 5 ports ({last})"))
-        }
-
-        pub fn url(&self) -> String {
-            format!("redis://127.0.0.1:{}/", self.port)
-        }
-    }
-
-    impl Drop for RedisServer {
-        fn drop(&mut self) {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-            let _ = std::fs::remove_dir_all(&self.dir);
-        }
     }
 
     // ------------------------------------------------------------- worker
@@ -1393,25 +1310,8 @@ mod redis_row {
     /// succeeding, nothing premature.
     pub fn targets(cfg: &Config, row: &Row, single: Option<&Row>) -> (String, bool) {
         let c = &row.client_side;
-        let all_ok = c.ok == cfg.n && row.timed_out.is_none();
-        let no_premature = row.server.premature == 0;
         let mut out = String::new();
-        let _ = writeln!(out, "  {}:", row.shape.name());
-        let _ = writeln!(
-            out,
-            "    {}  {}/{} tasks succeed (target {}/{})",
-            pass(all_ok),
-            c.ok,
-            cfg.n,
-            cfg.n,
-            cfg.n
-        );
-        let _ = writeln!(
-            out,
-            "    {}  {} premature sends (target 0)",
-            pass(no_premature),
-            row.server.premature
-        );
+        let (all_ok, no_premature) = shared_targets(&mut out, cfg, row);
         let Some(single) = single else {
             let _ = writeln!(
                 out,
@@ -1530,7 +1430,14 @@ fn main() -> std::process::ExitCode {
     let redis = cfg
         .clients
         .contains(&ClientKind::BackpressureRedis)
-        .then(redis_row::RedisServer::start);
+        .then(|| {
+            redis_server::RedisServer::try_start().map_err(|e| match e {
+                redis_server::StartError::NotFound => "redis-server not found on PATH; install it \
+                     (e.g. apt-get install redis-server) to run this row"
+                    .to_owned(),
+                redis_server::StartError::Failed(why) => why,
+            })
+        });
     #[cfg(feature = "redis")]
     if let Some(Err(why)) = &redis {
         println!(

@@ -9,11 +9,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use reqwest_backpressure::store::{FailMode, RedisStore};
 use reqwest_backpressure::{
@@ -25,148 +24,10 @@ use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
 // ------------------------------------------------------------ redis-server
 
-/// A `redis-server` child on a loopback port, killed on drop.
-struct RedisServer {
-    child: Option<Child>,
-    port: u16,
-    dir: PathBuf,
-}
+#[path = "../support/redis_server.rs"]
+mod redis_server;
 
-/// A port nobody listens on right now.
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    listener.local_addr().expect("local addr").port()
-}
-
-impl RedisServer {
-    /// Starts a fresh server on a free port.
-    fn start() -> Self {
-        for _ in 0..5 {
-            let port = free_port();
-            let dir = std::env::temp_dir().join(format!(
-                "reqwest-backpressure-redis-{}-{port}-{}",
-                std::process::id(),
-                SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .unwrap_or_default()
-                    .as_nanos()
-            ));
-            std::fs::create_dir_all(&dir).expect("create redis temp dir");
-            let mut server = RedisServer {
-                child: None,
-                port,
-                dir,
-            };
-            // Another process may have taken the port meanwhile: try another.
-            if server.spawn() {
-                return server;
-            }
-        }
-        panic!("redis-server did not start on any of 5 free ports");
-    }
-
-    /// Spawns the child and waits until it answers PING; `false` if it
-    /// exited (e.g. the port was taken).
-    fn spawn(&mut self) -> bool {
-        let child = Command::new("redis-server")
-            .arg("--port")
-            .arg(self.port.to_string())
-            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .arg("--dir")
-            .arg(&self.dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn();
-        let child = match child {
-            Ok(c) => c,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                panic!("redis-server not found: install it (apt-get install -y redis-server)")
-            }
-            Err(e) => panic!("could not start redis-server: {e}"),
-        };
-        self.child = Some(child);
-        let give_up = Instant::now() + Duration::from_secs(10);
-        loop {
-            if ping(self.port) {
-                return true;
-            }
-            if let Some(status) = self
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
-                eprintln!("redis-server on port {} exited: {status}", self.port);
-                self.child = None;
-                return false;
-            }
-            assert!(
-                Instant::now() < give_up,
-                "redis-server on port {} never answered PING",
-                self.port
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
-    }
-
-    /// Kills the server (as a crash would: no shutdown, no save).
-    fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-
-    /// Starts it again on the same port, empty.
-    fn restart(&mut self) {
-        self.stop();
-        assert!(self.spawn(), "redis-server did not restart on its port");
-    }
-
-    /// Freezes (`SIGSTOP`) or thaws (`SIGCONT`) the server: it keeps its
-    /// connections open but answers nothing.
-    fn signal(&self, signal: &str) {
-        let pid = self.child.as_ref().expect("redis-server running").id();
-        let status = Command::new("kill")
-            .arg(signal)
-            .arg(pid.to_string())
-            .status()
-            .expect("run kill");
-        assert!(status.success(), "kill {signal} failed");
-    }
-
-    /// A plain synchronous connection, to look at what the store wrote.
-    fn conn(&self) -> redis::Connection {
-        redis::Client::open(self.url())
-            .expect("redis url")
-            .get_connection()
-            .expect("connect to redis-server")
-    }
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        // SIGKILL: a frozen (SIGSTOP) server dies too.
-        self.stop();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn ping(port: u16) -> bool {
-    let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-    if s.write_all(b"PING\r\n").is_err() {
-        return false;
-    }
-    let mut buf = [0u8; 7];
-    s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
-}
+use redis_server::RedisServer;
 
 /// Keys matching `pattern`, sorted.
 fn keys(conn: &mut redis::Connection, pattern: &str) -> Vec<String> {
