@@ -131,8 +131,9 @@ struct Shared {
     /// One write per key at a time from this process, so that a burst of
     /// tasks does not turn into a compare-and-set race among themselves.
     key_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-    /// Releases sent to Redis but maybe not applied yet: lease key → token.
-    releasing: Mutex<HashMap<String, u64>>,
+    /// Releases sent to Redis but maybe not applied yet: lease key →
+    /// (token, when the lease expires in any case).
+    releasing: Mutex<HashMap<String, (u64, Instant)>>,
     /// 2xx answers not yet written: origin key → (count, last write).
     successes: Mutex<HashMap<String, (u32, Instant)>>,
     /// Budget deposits not yet written, and the last write.
@@ -374,17 +375,11 @@ impl RedisStore {
         std::mem::take(count)
     }
 
-    /// Gives back a count that could not be written.
-    fn restore_successes(&self, origin_key: &str, n: u32) {
-        if n > 0
-            && let Some((count, _)) = lock(&self.shared.successes).get_mut(origin_key)
-        {
-            *count = count.saturating_add(n);
-        }
-    }
-
     /// Applies `f` to the origin's shared state, folding in this process's
-    /// unwritten 2xx answers first.
+    /// unwritten 2xx answers first (they are put back if the write fails
+    /// or the caller goes away; a write that timed out but was applied
+    /// after all counts them twice, which only makes the learned pace a
+    /// little faster until the next pushback cuts it).
     async fn update_origin<T>(
         &self,
         origin: &str,
@@ -393,6 +388,11 @@ impl RedisStore {
     ) -> Result<T, StoreError> {
         let key = self.origin_key(origin);
         let pending = self.take_successes(&key, force_flush);
+        let mut unwritten = PutBack {
+            store: self,
+            what: Unwritten::Successes(&key),
+            n: pending,
+        };
         let result = self
             .update(&key, OriginState::decode, OriginState::encode, |s, now| {
                 let fresh = s.is_none();
@@ -409,10 +409,51 @@ impl RedisStore {
                 (out, write.then(|| state.keep_for(now, ORIGIN_IDLE)))
             })
             .await;
-        if result.is_err() {
-            self.restore_successes(&key, pending);
+        if result.is_ok() {
+            unwritten.n = 0;
         }
         result
+    }
+
+    /// Counts one 2xx answer from `origin`; the first one counted since the
+    /// last write schedules a write `FLUSH_EVERY` later.
+    fn count_success(&self, origin: &str) {
+        let key = self.origin_key(origin);
+        let first = {
+            let mut successes = lock(&self.shared.successes);
+            if successes.len() > 1024 {
+                successes.retain(|_, (n, _)| *n > 0);
+            }
+            let (count, _) = successes.entry(key).or_insert_with(|| (0, Instant::now()));
+            *count = count.saturating_add(1);
+            *count == 1
+        };
+        if first && let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let store = self.clone();
+            let origin = origin.to_owned();
+            handle.spawn(async move {
+                tokio::time::sleep(FLUSH_EVERY).await;
+                let _ = store.update_origin(&origin, true, |_, _| ((), false)).await;
+            });
+        }
+    }
+
+    /// Counts one budget deposit; the first one counted since the last
+    /// write schedules a write `FLUSH_EVERY` later.
+    fn count_deposit(&self, budget: &RetryBudget) {
+        let first = {
+            let mut deposits = lock(&self.shared.deposits);
+            deposits.0 = deposits.0.saturating_add(1);
+            deposits.0 == 1
+        };
+        if first && let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let store = self.clone();
+            let budget = *budget;
+            handle.spawn(async move {
+                tokio::time::sleep(FLUSH_EVERY).await;
+                let _ = store.flush_deposits(&budget, true).await;
+            });
+        }
     }
 
     /// Writes this process's unwritten budget deposits, if due.
@@ -425,6 +466,11 @@ impl RedisStore {
             deposits.1 = Instant::now();
             std::mem::take(&mut deposits.0)
         };
+        let mut unwritten = PutBack {
+            store: self,
+            what: Unwritten::Deposits,
+            n,
+        };
         let key = self.budget_key();
         let result = self
             .update(&key, BudgetState::decode, BudgetState::encode, |s, now| {
@@ -435,11 +481,63 @@ impl RedisStore {
                 ((), Some(BUDGET_IDLE))
             })
             .await;
-        if result.is_err() {
-            let mut deposits = lock(&self.shared.deposits);
-            deposits.0 = deposits.0.saturating_add(n);
+        if result.is_ok() {
+            unwritten.n = 0;
         }
         result
+    }
+}
+
+/// What a [`PutBack`] gives back.
+enum Unwritten<'a> {
+    Successes(&'a str),
+    Deposits,
+}
+
+/// Counts taken for a write, given back unless the write succeeded (also
+/// when the caller drops the future mid-write).
+struct PutBack<'a> {
+    store: &'a RedisStore,
+    what: Unwritten<'a>,
+    n: u32,
+}
+
+impl Drop for PutBack<'_> {
+    fn drop(&mut self) {
+        if self.n == 0 {
+            return;
+        }
+        match self.what {
+            Unwritten::Successes(key) => {
+                let mut successes = lock(&self.store.shared.successes);
+                let (count, _) = successes
+                    .entry(key.to_owned())
+                    .or_insert_with(|| (0, Instant::now()));
+                *count = count.saturating_add(self.n);
+            }
+            Unwritten::Deposits => {
+                let mut deposits = lock(&self.store.shared.deposits);
+                deposits.0 = deposits.0.saturating_add(self.n);
+            }
+        }
+    }
+}
+
+/// A lease taken locally (and maybe in Redis) whose acquisition is not
+/// settled yet: if the caller goes away meanwhile, or Redis failed and the
+/// store fails closed, it is released everywhere.
+struct Acquiring<'a> {
+    store: &'a RedisStore,
+    key: &'a str,
+    token: LeaseToken,
+    armed: bool,
+}
+
+impl Drop for Acquiring<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.store.release(self.key, self.token);
+        }
     }
 }
 
@@ -485,8 +583,16 @@ impl Store for RedisStore {
         let Some(token) = self.local.acquire_now(key, ttl) else {
             return Ok(None);
         };
+        let mut pending = Acquiring {
+            store: self,
+            key,
+            token,
+            armed: true,
+        };
         let redis_key = self.lease_key(key);
-        let stale = lock(&self.shared.releasing).remove(&redis_key);
+        let stale = lock(&self.shared.releasing)
+            .remove(&redis_key)
+            .map(|(t, _)| t);
         let mut conn = self.conn.clone();
         let mut acquire = self.shared.acquire.prepare_invoke();
         acquire
@@ -496,29 +602,51 @@ impl Store for RedisStore {
             .arg(stale.map_or_else(String::new, |t| t.to_string()));
         let taken: Result<i64, StoreError> = self.round_trip(acquire.invoke_async(&mut conn)).await;
         match taken {
-            Ok(1) => Ok(Some(token)),
+            Ok(1) => {
+                pending.armed = false;
+                Ok(Some(token))
+            }
             Ok(_) => {
+                // Held by another task; ours is not in Redis.
+                pending.armed = false;
                 self.local.release(key, token);
                 Ok(None)
             }
             Err(e) => {
+                // Our own stale lease may still be there: try again later.
+                if let Some(stale) = stale {
+                    lock(&self.shared.releasing)
+                        .entry(redis_key)
+                        .or_insert((stale, Instant::now() + ttl));
+                }
                 let result = self
                     .guarded("acquire", Err(e), || std::future::ready(Ok(Some(token))))
                     .await;
-                if result.is_err() {
-                    self.local.release(key, token);
-                }
+                // Failing open keeps the local lease; failing closed
+                // releases it, and the Redis one in case the ACQUIRE was
+                // applied after we stopped waiting.
+                pending.armed = result.is_err();
                 result
             }
         }
     }
 
     fn release(&self, key: &str, token: LeaseToken) {
-        self.local.release(key, token);
         let redis_key = self.lease_key(key);
-        // Remembered until Redis confirms, so that this process taking the
-        // same key again at once frees it first instead of finding it held.
-        lock(&self.shared.releasing).insert(redis_key.clone(), token.0);
+        // Remembered until Redis confirms (or the lease has expired anyway),
+        // so that this process taking the same key again at once frees it
+        // first instead of finding it held. Noted before the local lease
+        // goes, so that no task of ours can slip in between.
+        {
+            let mut releasing = lock(&self.shared.releasing);
+            if releasing.len() > 1024 {
+                let now = Instant::now();
+                releasing.retain(|_, (_, expires)| *expires > now);
+            }
+            let expires = self.local.lease_expiry(key).unwrap_or_else(Instant::now);
+            releasing.insert(redis_key.clone(), (token.0, expires));
+        }
+        self.local.release(key, token);
         // Called from `Drop`: the compare-and-delete runs as its own task.
         // Without a runtime (or if it fails) the lease's TTL frees it.
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
@@ -532,7 +660,10 @@ impl Store for RedisStore {
                     tokio::time::timeout(timeout, release.invoke_async::<i64>(&mut conn)).await;
                 if matches!(done, Ok(Ok(_))) {
                     let mut releasing = lock(&shared.releasing);
-                    if releasing.get(&redis_key) == Some(&token.0) {
+                    if releasing
+                        .get(&redis_key)
+                        .is_some_and(|(t, _)| *t == token.0)
+                    {
                         releasing.remove(&redis_key);
                     }
                 }
@@ -549,16 +680,14 @@ impl Store for RedisStore {
         first: bool,
     ) -> Result<Admission, StoreError> {
         if first && budget.enabled {
-            lock(&self.shared.deposits).0 += 1;
-            // Deposits are an input to the budget, not to this admission: a
-            // failure to write them is retried with the next flush.
-            let _ = self.flush_deposits(budget, false).await;
+            // Written within `FLUSH_EVERY`, or with the next withdrawal.
+            self.count_deposit(budget);
         }
         if !pacing.gate {
             return Ok(Admission::Now);
         }
         let result = self
-            .update_origin(origin, true, |state, now| {
+            .update_origin(origin, false, |state, now| {
                 (state.admit(pacing, now, latest), false)
             })
             .await;
@@ -595,21 +724,10 @@ impl Store for RedisStore {
             return Ok(());
         }
         if outcome == Outcome::Admitted {
-            // Counted here; written at most every 100 ms, or with this
+            // Counted here; written within `FLUSH_EVERY`, or with this
             // process's next write to the origin.
-            let key = self.origin_key(origin);
-            let due = {
-                let mut successes = lock(&self.shared.successes);
-                if successes.len() > 1024 {
-                    successes.retain(|_, (n, _)| *n > 0);
-                }
-                let (count, written) = successes.entry(key).or_insert_with(|| (0, Instant::now()));
-                *count = count.saturating_add(1);
-                written.elapsed() >= FLUSH_EVERY
-            };
-            if !due {
-                return Ok(());
-            }
+            self.count_success(origin);
+            return Ok(());
         }
         let result = self
             .update_origin(origin, true, |state, now| {

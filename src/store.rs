@@ -229,6 +229,12 @@ impl MemoryStore {
         self.len() == 0
     }
 
+    /// When the lease of `key` expires, if it is held.
+    #[cfg(feature = "redis")]
+    pub(crate) fn lease_expiry(&self, key: &str) -> Option<Instant> {
+        self.leases().get(key).map(|l| l.expires)
+    }
+
     pub(crate) fn acquire_now(&self, key: &str, ttl: Duration) -> Option<LeaseToken> {
         let now = Instant::now();
         let expires = now.checked_add(ttl).unwrap_or_else(|| far_future(now));

@@ -1344,3 +1344,146 @@ async fn a_burst_against_a_healthy_redis_is_not_refused() {
     })
     .await;
 }
+
+/// A caller that gives up while the lease's round trip to Redis is in
+/// flight leaves no lease behind, locally or in Redis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_giving_up_during_the_lease_leaves_no_lease() {
+    bounded(Duration::from_secs(30), async {
+        let redis = RedisServer::start();
+        let store = store(&redis, "rbp-cancel:").await;
+        let local = store.local().clone();
+        let client = client(store, policy());
+        let (server, _arrivals) = scripted(|_, _| ResponseTemplate::new(200)).await;
+        let url = format!("{}/c", server.uri());
+        // Warm the connection and the script cache.
+        let r = client
+            .post(&url)
+            .with_extension(IdempotencyKey::new("warm"))
+            .send()
+            .await;
+        assert_eq!(code(&r), "ok 200 OK");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+
+        redis.signal("-STOP");
+        let fut = client
+            .post(&url)
+            .with_extension(IdempotencyKey::new("cancel-me"))
+            .with_extension(Deadline::after(Duration::from_secs(30)))
+            .send();
+        assert!(
+            tokio::time::timeout(Duration::from_millis(100), fut)
+                .await
+                .is_err()
+        );
+        assert_eq!(local.len(), 0, "the local lease outlived its caller");
+        redis.signal("-CONT");
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        let mut conn = redis.conn();
+        assert_eq!(keys(&mut conn, "rbp-cancel:lease:*"), Vec::<String>::new());
+        let r = client
+            .post(&url)
+            .with_extension(IdempotencyKey::new("cancel-me"))
+            .send()
+            .await;
+        assert_eq!(code(&r), "ok 200 OK");
+    })
+    .await;
+}
+
+/// Failing closed on a lease whose round trip timed out: if Redis applies
+/// the lease after all, it is released, so the caller's own retry and
+/// other processes are not refused for the lease's whole TTL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_that_timed_out_failing_closed_is_released_later() {
+    bounded(Duration::from_secs(30), async {
+        let redis = RedisServer::start();
+        let a = store(&redis, "rbp-late:")
+            .await
+            .fail_mode(FailMode::Closed)
+            .op_timeout(Duration::from_millis(100));
+        let b = store(&redis, "rbp-late:").await;
+        for (s, key) in [(&a, "warm-a"), (&b, "warm-b")] {
+            let t = s
+                .acquire(key, Duration::from_secs(30))
+                .await
+                .expect("redis up")
+                .expect("free");
+            s.release(key, t);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        redis.signal("-STOP");
+        let frozen = a.acquire("k", Duration::from_secs(30)).await;
+        assert!(frozen.is_err(), "{frozen:?}");
+        assert_eq!(a.local().len(), 0);
+        redis.signal("-CONT");
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        let other = b.acquire("k", Duration::from_secs(30)).await;
+        assert!(matches!(other, Ok(Some(_))), "{other:?}");
+    })
+    .await;
+}
+
+/// 2xx answers counted locally reach Redis within about 100 ms even when
+/// the process writes nothing else, so a pace learned in another process
+/// includes them, as the in-memory store's would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn successes_reach_the_shared_pace_without_another_write() {
+    use reqwest_backpressure::planner::{Admission, PacingConfig};
+    use reqwest_backpressure::store::Outcome;
+    bounded(Duration::from_secs(30), async {
+        let redis = RedisServer::start();
+        let a = store(&redis, "rbp-learn:").await;
+        let b = store(&redis, "rbp-learn:").await;
+        let cfg = PacingConfig {
+            gate: true,
+            pace: true,
+        };
+        let budget = reqwest_backpressure::RetryBudget::unlimited();
+        let o = "http://example.test:80";
+        let m = reqwest_backpressure::MemoryStore::new();
+        for _ in 0..50 {
+            let ad = b
+                .admit(o, cfg, &budget, Duration::from_secs(10), true)
+                .await
+                .expect("redis up");
+            assert_eq!(ad, Admission::Now);
+            let _ = m
+                .admit(o, cfg, &budget, Duration::from_secs(10), true)
+                .await;
+        }
+        for _ in 0..50 {
+            b.record(o, cfg, Outcome::Admitted).await.expect("redis up");
+            m.record(o, cfg, Outcome::Admitted).await.expect("memory");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let back = Outcome::Pushback {
+            retry_in: Some(Duration::from_secs(1)),
+        };
+        a.record(o, cfg, back).await.expect("redis up");
+        m.record(o, cfg, back).await.expect("memory");
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        let _ = a
+            .admit(o, cfg, &budget, Duration::from_secs(10), false)
+            .await
+            .expect("redis up");
+        let _ = m
+            .admit(o, cfg, &budget, Duration::from_secs(10), false)
+            .await;
+        let mut conn = redis.conn();
+        let k = keys(&mut conn, "rbp-learn:origin:*");
+        let v: String = redis::cmd("GET")
+            .arg(&k[0])
+            .query(&mut conn)
+            .expect("origin state");
+        let shared = reqwest_backpressure::planner::OriginState::decode(&v).expect("decodes");
+        let local = m.origin_rate(o).expect("known origin");
+        assert!(local > 30.0, "memory store learned {local}");
+        assert!(
+            (shared.rate() - local).abs() / local < 0.2,
+            "shared {} vs memory {local}",
+            shared.rate()
+        );
+    })
+    .await;
+}
