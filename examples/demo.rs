@@ -361,10 +361,11 @@ async fn run(
             ));
         }
     }
+    // The key travels as a Structured Field string: `"order-42"`.
     if let Some(key) = scenario.key
         && arrivals
             .iter()
-            .any(|a| a.idempotency_key.as_deref() != Some(key))
+            .any(|a| a.idempotency_key.as_deref() != Some(format!("\"{key}\"").as_str()))
     {
         problems.push("an attempt reached the server without its Idempotency-Key".to_owned());
     }
