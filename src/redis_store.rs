@@ -172,7 +172,29 @@ impl RedisStore {
     /// Connects to `url` (`redis://host:port/db`) with a reconnecting
     /// connection manager. Connecting and each round trip time out after
     /// 500 ms by default ([`op_timeout`](Self::op_timeout)).
+    ///
+    /// Fails when Redis cannot be reached now; see
+    /// [`connect_lazy`](Self::connect_lazy) for workers that must start
+    /// while Redis is away.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        let (client, config) = Self::client(url)?;
+        let conn = ConnectionManager::new_with_config(client, config)
+            .await
+            .map_err(|e| unavailable(&e))?;
+        Ok(Self::with_connection(conn))
+    }
+
+    /// Like [`connect`](Self::connect), but does not wait for Redis: the
+    /// connection is made on first use and remade after failures, and until
+    /// then the [`FailMode`] applies. Fails only on an invalid `url`.
+    pub async fn connect_lazy(url: &str) -> Result<Self, StoreError> {
+        let (client, config) = Self::client(url)?;
+        let conn =
+            ConnectionManager::new_lazy_with_config(client, config).map_err(|e| unavailable(&e))?;
+        Ok(Self::with_connection(conn))
+    }
+
+    fn client(url: &str) -> Result<(redis::Client, ConnectionManagerConfig), StoreError> {
         let client = redis::Client::open(url).map_err(|e| unavailable(&e))?;
         let timeout = Duration::from_millis(500);
         let config = ConnectionManagerConfig::new()
@@ -180,10 +202,7 @@ impl RedisStore {
             .set_response_timeout(Some(timeout))
             .set_number_of_retries(1)
             .set_max_delay(Duration::from_millis(200));
-        let conn = ConnectionManager::new_with_config(client, config)
-            .await
-            .map_err(|e| unavailable(&e))?;
-        Ok(Self::with_connection(conn))
+        Ok((client, config))
     }
 
     /// A store over an existing connection manager.

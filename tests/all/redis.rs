@@ -1487,3 +1487,63 @@ async fn successes_reach_the_shared_pace_without_another_write() {
     })
     .await;
 }
+
+/// A worker that starts while Redis is away works on local state (failing
+/// open) and shares its state once Redis is up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lazy_store_starts_without_redis_and_joins_it_later() {
+    bounded(Duration::from_secs(30), async {
+        let mut redis = RedisServer::start();
+        redis.stop();
+        let store = RedisStore::connect_lazy(&redis.url())
+            .await
+            .expect("a valid url is enough")
+            .prefix("rbp-lazy:");
+        let client = client(store, policy());
+        let (server, arrivals) = scripted(|p, i| {
+            if p == "/wait" && i % 2 == 0 {
+                retry_after(1)
+            } else {
+                ResponseTemplate::new(200)
+            }
+        })
+        .await;
+        let t = Instant::now();
+        let r = client
+            .post(format!("{}/down", server.uri()))
+            .with_extension(IdempotencyKey::new("while-down"))
+            .send()
+            .await;
+        assert_eq!(code(&r), "ok 200 OK");
+        assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+
+        redis.restart();
+        // Within a few attempts the manager reconnects; then a waiting keyed
+        // task's lease is visible in Redis.
+        let mut seen = false;
+        for _ in 0..10 {
+            let waiting = tokio::spawn({
+                let client = client.clone();
+                let url = format!("{}/wait", server.uri());
+                async move {
+                    client
+                        .post(url)
+                        .with_extension(IdempotencyKey::new("after-up"))
+                        .send()
+                        .await
+                }
+            });
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let mut conn = redis.conn();
+            seen = !keys(&mut conn, "rbp-lazy:lease:*").is_empty();
+            let r = waiting.await.expect("task");
+            assert_eq!(code(&r), "ok 200 OK");
+            if seen {
+                break;
+            }
+        }
+        assert!(seen, "the lazy store never reached Redis");
+        assert!(arrivals.at("/down").len() == 1);
+    })
+    .await;
+}
