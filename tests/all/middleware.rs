@@ -1314,3 +1314,57 @@ async fn time_at_the_gate_counts_toward_max_total_wait() {
     assert_eq!(report(&b).attempts(), 1);
     a.abort();
 }
+
+#[tokio::test]
+async fn an_absurd_retry_after_closes_the_origin_for_max_wait_only() {
+    let server = MockServer::start().await;
+    mount_seq(&server, 2, vec![too_many("3600"), ok()]).await;
+    let client = client(
+        exact()
+            .max_wait(Duration::from_secs(1))
+            .max_total_wait(Duration::from_secs(2)),
+    );
+    let a = client.get(server.uri()).send().await.unwrap();
+    assert_eq!(stop_code(&a), Some("wait_budget_exhausted"));
+    // The gate holds the origin for max_wait, not an hour: B waits, then
+    // sends (a probe) and gets through.
+    let start = Instant::now();
+    let b = client.get(server.uri()).send().await.unwrap();
+    assert_eq!(b.status(), StatusCode::OK);
+    assert_eq!(report(&b).attempts(), 1);
+    assert!(
+        start.elapsed() >= Duration::from_millis(800),
+        "{:?}",
+        start.elapsed()
+    );
+    assert!(start.elapsed() < Duration::from_secs(1) + MARGIN);
+    server.verify().await;
+}
+
+#[tokio::test]
+async fn debug_output_never_shows_an_idempotency_key() {
+    let server = MockServer::start().await;
+    mount_seq(&server, 2, vec![too_many("1"), ok()]).await;
+    let store = MemoryStore::new();
+    let client = client_with(RetryAfterMiddleware::with_store(exact(), store.clone()));
+    let waiting = tokio::spawn({
+        let client = client.clone();
+        let url = server.uri();
+        async move {
+            client
+                .post(url)
+                .with_extension(IdempotencyKey::new("sk_live_SECRET_42"))
+                .send()
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(store.len(), 1);
+    let shown = format!(
+        "{store:?} {:?}",
+        RetryAfterMiddleware::with_store(exact(), store.clone())
+    );
+    assert!(!shown.contains("SECRET"), "{shown}");
+    assert!(!format!("{:?}", IdempotencyKey::new("sk_live_SECRET_42")).contains("SECRET"));
+    assert_eq!(waiting.await.unwrap().unwrap().status(), StatusCode::OK);
+}

@@ -1547,3 +1547,37 @@ async fn a_lazy_store_starts_without_redis_and_joins_it_later() {
     })
     .await;
 }
+
+/// A slow store never carries a task past its deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_redis_never_outlives_the_deadline() {
+    bounded(Duration::from_secs(30), async {
+        let redis = RedisServer::start();
+        // A patient store: only the task's deadline can cut it short.
+        let store = store(&redis, "rbp-deadline:")
+            .await
+            .op_timeout(Duration::from_secs(5));
+        let client = client(store, policy());
+        let (server, arrivals) = scripted(|_, _| ResponseTemplate::new(200)).await;
+        let warm = client
+            .post(format!("{}/warm", server.uri()))
+            .with_extension(IdempotencyKey::new("warm"))
+            .send()
+            .await;
+        assert_eq!(code(&warm), "ok 200 OK");
+        redis.signal("-STOP");
+        let t = Instant::now();
+        let r = client
+            .post(format!("{}/late", server.uri()))
+            .with_extension(IdempotencyKey::new("late"))
+            .with_extension(Deadline::after(Duration::from_millis(300)))
+            .send()
+            .await;
+        let took = t.elapsed();
+        redis.signal("-CONT");
+        assert_eq!(code(&r), "deadline_exhausted");
+        assert!(took < Duration::from_millis(1500), "{took:?}");
+        assert_eq!(arrivals.at("/late").len(), 0);
+    })
+    .await;
+}
