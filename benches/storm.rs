@@ -861,7 +861,7 @@ mod redis_row {
     use std::fmt::Write as _;
     use std::io::Read;
     use std::ops::Range;
-    use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
+    use std::process::{Command, ExitCode, ExitStatus, Stdio};
     use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
     use reqwest_backpressure::store::{FailMode, RedisStore};
@@ -1100,20 +1100,6 @@ mod redis_row {
         Some(r)
     }
 
-    /// The worker processes, killed on drop if still running.
-    struct Workers(Vec<Child>);
-
-    impl Drop for Workers {
-        fn drop(&mut self) {
-            for child in &mut self.0 {
-                if matches!(child.try_wait(), Ok(None)) {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                }
-            }
-        }
-    }
-
     fn read_on_thread(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
         std::thread::spawn(move || {
             let mut s = String::new();
@@ -1155,7 +1141,7 @@ mod redis_row {
         let mut notes = Vec::new();
         let mut unfinished = 0;
         let mut killed = false;
-        let mut workers = Workers(Vec::new());
+        let mut workers = super::redis_server::Workers(Vec::new());
         let mut pipes = Vec::new();
         let mut ranges = Vec::new();
         match std::env::current_exe() {

@@ -31,7 +31,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -40,7 +40,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Script, Value};
 
 use crate::pacing::{Admission, BudgetState, OriginState, PacingConfig, RetryBudget};
-use crate::store::{LeaseToken, MemoryStore, Outcome, Store, StoreError};
+use crate::store::{LeaseToken, MemoryStore, Outcome, Store, StoreError, lock};
 
 /// What a [`RedisStore`] does when Redis does not answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -142,10 +142,6 @@ struct Shared {
     cas: Script,
     acquire: Script,
     release: Script,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl std::fmt::Debug for RedisStore {

@@ -145,7 +145,7 @@ const ORIGIN_IDLE: Duration = Duration::from_secs(300);
 
 /// Locks a mutex whose data stays consistent even if a holder panicked
 /// (every update under these locks is a single assignment).
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -27,7 +27,7 @@ use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 #[path = "../support/redis_server.rs"]
 mod redis_server;
 
-use redis_server::RedisServer;
+use redis_server::{RedisServer, Workers};
 
 /// Keys matching `pattern`, sorted.
 fn keys(conn: &mut redis::Connection, pattern: &str) -> Vec<String> {
@@ -623,21 +623,6 @@ fn serve(conn: TcpStream, start: Instant, log: &Mutex<LimitLog>) {
         };
         if writer.write_all(response.as_bytes()).is_err() {
             return;
-        }
-    }
-}
-
-/// Kills every child still running when dropped (a failed assertion or a
-/// timeout must not leave workers behind).
-struct Workers(Vec<Child>);
-
-impl Drop for Workers {
-    fn drop(&mut self) {
-        for child in &mut self.0 {
-            if matches!(child.try_wait(), Ok(None)) {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
         }
     }
 }

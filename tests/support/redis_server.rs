@@ -1,7 +1,8 @@
 //! A real `redis-server` for the Redis tests (`tests/all/redis.rs`) and the
 //! storm benchmark's Redis row (`benches/storm.rs`): started from `PATH` on a
 //! free loopback port, without persistence, in its own temp dir, and killed
-//! (the dir removed) on drop.
+//! (the dir removed) on drop; and [`Workers`], the guard over the worker
+//! processes both of them start.
 //!
 //! Included by both with `#[path = …] mod redis_server;`: a plain module, not
 //! a test target of its own (cargo only discovers `tests/*.rs` and
@@ -196,5 +197,20 @@ impl Drop for RedisServer {
         // SIGKILL: a frozen (SIGSTOP) server dies too.
         self.stop();
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Worker processes, killed when dropped if still running (a failed
+/// assertion or a timeout must not leave workers behind).
+pub struct Workers(pub Vec<Child>);
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for child in &mut self.0 {
+            if matches!(child.try_wait(), Ok(None)) {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
     }
 }
