@@ -351,12 +351,18 @@ impl RedisStore {
             };
             if guard.is_none() {
                 let key_lock = self.key_lock(key);
-                guard = Some(key_lock.lock_owned().await);
-                if round == 0 {
-                    // Another task of ours may have written while we waited.
-                    let reply: Vec<Value> = self.round_trip(read.invoke_async(&mut conn)).await?;
-                    (now, current) = parse_time_and_value(&reply, 0)?;
-                    continue;
+                match Arc::clone(&key_lock).try_lock_owned() {
+                    Ok(held) => guard = Some(held),
+                    Err(_) => {
+                        guard = Some(key_lock.lock_owned().await);
+                        // Another task of ours wrote while we waited: read
+                        // afresh (state and Redis's time) rather than fail
+                        // the compare-and-set and back off.
+                        let reply: Vec<Value> =
+                            self.round_trip(read.invoke_async(&mut conn)).await?;
+                        (now, current) = parse_time_and_value(&reply, 0)?;
+                        continue;
+                    }
                 }
             }
             let mut cas = self.shared.cas.prepare_invoke();
@@ -369,7 +375,8 @@ impl RedisStore {
                 return Ok(out);
             }
             (now, current) = parse_time_and_value(&reply, 1)?;
-            // Another process wrote: back off a little, jittered.
+            // Someone else wrote (another process, or a task of ours just
+            // before we took the lock): back off a little, jittered.
             let backoff = Duration::from_micros(fastrand::u64(0..=200 * u64::from(round + 1)));
             tokio::time::sleep(backoff).await;
         }
