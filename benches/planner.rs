@@ -211,14 +211,39 @@ fn store_run(keys: &[String]) -> ((f64, f64), isize) {
     })
 }
 
-/// Plan + claim pairs per second on this thread, best of `runs`.
-fn decisions_per_sec(n: u64, runs: usize) -> f64 {
+/// One decision's inputs: a task whose first send was claimed at `t0`, a
+/// pushback for it, and the instant its retry is claimed.
+struct Decide {
+    planner: Planner,
+    t0: Instant,
+    task: TaskState,
+    pushback: Pushback,
+    retry_at: Instant,
+}
+
+fn decide() -> Decide {
     let planner = planner();
     let t0 = Instant::now();
     let mut task = TaskState::new(t0 + Duration::from_secs(30));
     assert!(planner.claim(&mut task, t0).is_send());
-    let pushback = Pushback::new(Hint::Delay(DELAY), SystemTime::now());
-    let retry_at = t0 + DELAY + JITTER;
+    Decide {
+        planner,
+        t0,
+        task,
+        pushback: Pushback::new(Hint::Delay(DELAY), SystemTime::now()),
+        retry_at: t0 + DELAY + JITTER,
+    }
+}
+
+/// Plan + claim pairs per second on this thread, best of `runs`.
+fn decisions_per_sec(n: u64, runs: usize) -> f64 {
+    let Decide {
+        planner,
+        t0,
+        task,
+        pushback,
+        retry_at,
+    } = decide();
     let mut check = task;
     let decision = planner.plan(&mut check, &pushback, t0, u64::MAX);
     assert!(matches!(decision, Decision::Wait { .. }), "{decision:?}");
@@ -278,12 +303,13 @@ fn main() {
         .measurement_time(Duration::from_secs(3))
         .configure_from_args();
     {
-        let planner = planner();
-        let t0 = Instant::now();
-        let mut task = TaskState::new(t0 + Duration::from_secs(30));
-        assert!(planner.claim(&mut task, t0).is_send());
-        let pushback = Pushback::new(Hint::Delay(DELAY), SystemTime::now());
-        let retry_at = t0 + DELAY + JITTER;
+        let Decide {
+            planner,
+            t0,
+            task,
+            pushback,
+            retry_at,
+        } = decide();
         let mut group = criterion.benchmark_group("planner");
         group.throughput(Throughput::Elements(1));
         group.bench_function("plan+claim", |b| {
