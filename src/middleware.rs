@@ -209,7 +209,7 @@ impl<S: Store> Middleware for RetryAfterMiddleware<S> {
         let deadline = match extensions.get::<Deadline>() {
             Some(d) => d.instant(),
             None => start
-                .checked_add(planner.policy().get_default_deadline())
+                .checked_add(planner.policy().default_deadline)
                 .unwrap_or_else(|| far_future(start)),
         };
         if start >= deadline {
