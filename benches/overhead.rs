@@ -19,14 +19,29 @@
 //! regimes (the loopback round trip is mostly thread wake-ups) and are not
 //! comparable with each other.
 //!
+//! Then the cost of new origins: three clients whose stores already know
+//! 1, 1,000 and 100,000 origins each send GETs to origins they have never
+//! seen (`http://o-<n>.test:<port>/`, every name resolved to the loopback
+//! server, one new connection each), interleaved one request at a time, and
+//! the line `new-origin ratio` divides their median latencies by the
+//! 1-origin client's. A crawler or a multi-tenant gateway meets this path
+//! on every request.
+//!
 //! ```text
 //! cargo bench --bench overhead
 //! ```
 
 use std::time::{Duration, Instant};
 
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
 use criterion::Criterion;
-use reqwest_backpressure::{Policy, RetryAfterMiddleware};
+use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+use reqwest_backpressure::planner::PacingConfig;
+use reqwest_backpressure::store::Outcome;
+use reqwest_backpressure::{MemoryStore, Policy, RetryAfterMiddleware, Store};
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 use reqwest_retry::RetryTransientMiddleware;
 use reqwest_retry::policies::ExponentialBackoff;
@@ -58,6 +73,71 @@ fn clients() -> [ClientWithMiddleware; 3] {
         .with(RetryTransientMiddleware::new_with_policy(retry))
         .build();
     [bare, ours, theirs]
+}
+
+/// Resolves every name to the loopback server.
+struct Loopback(SocketAddr);
+
+impl Resolve for Loopback {
+    fn resolve(&self, _: Name) -> Resolving {
+        let addr = self.0;
+        Box::pin(async move { Ok(Box::new(std::iter::once(addr)) as Addrs) })
+    }
+}
+
+/// Known-origin counts of the new-origin rows.
+const KNOWN: [usize; 3] = [1, 1_000, 100_000];
+
+/// A client whose store already knows `known` origins, each seen once
+/// just now (so none is idle and none can be swept), and which opens a
+/// new connection for every request.
+async fn client_knowing(known: usize, server: SocketAddr) -> ClientWithMiddleware {
+    let store = MemoryStore::new();
+    let policy = Policy::default();
+    let pacing = PacingConfig {
+        gate: true,
+        pace: true,
+        max_gate: Duration::from_secs(60),
+    };
+    for i in 0..known {
+        store
+            .record(&format!("http://k-{i}.test:80"), pacing, Outcome::Admitted)
+            .await
+            .expect("memory store");
+    }
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .pool_max_idle_per_host(0)
+        .dns_resolver(Arc::new(Loopback(server)))
+        .build()
+        .expect("client");
+    ClientBuilder::new(http)
+        .with(RetryAfterMiddleware::with_store(policy, store))
+        .build()
+}
+
+/// Interleaved GETs to never-seen origins, one client per entry of
+/// [`KNOWN`]; the median latency of each, in seconds.
+fn new_origins(rt: &Runtime, server: SocketAddr, requests: usize) -> [f64; 3] {
+    rt.block_on(async {
+        let mut clients = Vec::new();
+        for known in KNOWN {
+            clients.push(client_knowing(known, server).await);
+        }
+        let next = AtomicU64::new(0);
+        let mut latencies: [Vec<f64>; 3] = Default::default();
+        for i in 0..requests {
+            for j in 0..3 {
+                let c = (i + j) % 3;
+                let n = next.fetch_add(1, Ordering::Relaxed);
+                let url = format!("http://o-{n}.test:{}/item", server.port());
+                let start = Instant::now();
+                std::hint::black_box(get(&clients[c], &url).await);
+                latencies[c].push(start.elapsed().as_secs_f64());
+            }
+        }
+        latencies.map(|mut l| median(&mut l))
+    })
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -180,5 +260,44 @@ fn main() {
         NAMES[2],
         overall[2] * 1e6,
         (overall[2] - overall[0]) * 1e6,
+    );
+
+    let runs = if full { 5 } else { 1 };
+    let requests = if full { 1_000 } else { 10 };
+    let mut ratios: [Vec<f64>; 2] = Default::default();
+    let mut first = [0.0; 3];
+    for run in 0..runs {
+        let m = new_origins(&rt, *server.address(), requests);
+        if run == 0 {
+            first = m;
+        }
+        ratios[0].push(m[1] / m[0]);
+        ratios[1].push(m[2] / m[0]);
+    }
+    let spread = |r: &[f64]| {
+        let min = r.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = r.iter().copied().fold(0.0, f64::max);
+        (min, max)
+    };
+    let (a_min, a_max) = spread(&ratios[0]);
+    let (b_min, b_max) = spread(&ratios[1]);
+    println!(
+        "new-origin ratio (known 1,000 / known 1) = {:.3}-{:.3}, (known 100,000 / known 1) = {:.3}-{:.3}{}",
+        a_min,
+        a_max,
+        b_min,
+        b_max,
+        if full {
+            ""
+        } else {
+            " [test mode: not a measurement]"
+        }
+    );
+    println!(
+        "  {runs} runs of {requests} GETs per client to never-seen origins, interleaved, one new \
+         connection each; first run's medians: {:.1} / {:.1} / {:.1} us",
+        first[0] * 1e6,
+        first[1] * 1e6,
+        first[2] * 1e6,
     );
 }

@@ -48,7 +48,7 @@ pub enum Error {
     /// `max_wait`; nothing was sent. Code `origin_gate_closed`.
     #[error("the origin asked clients to wait past this request's deadline")]
     OriginGateClosed {
-        /// When the gate opens, on the local wall clock.
+        /// See [`Error::retry_at`].
         retry_at: Option<SystemTime>,
     },
     /// The store could not answer and the policy fails closed; nothing was
@@ -72,8 +72,13 @@ impl Error {
         }
     }
 
-    /// When the server said the origin may be tried again, if this error
-    /// carries it.
+    /// For [`OriginGateClosed`](Error::OriginGateClosed): when this request
+    /// may usefully be sent, on the local wall clock. That is the later of
+    /// when the origin's gate (or the paced queue behind it) could take it
+    /// and the latest time the server named. It is never earlier than the
+    /// server's time, even where the gate itself opens sooner (the gate is
+    /// held at most `max_wait`, then one probe finds out). `None` for other
+    /// errors, or if the time is not representable.
     #[must_use]
     pub fn retry_at(&self) -> Option<SystemTime> {
         match self {

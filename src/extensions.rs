@@ -143,7 +143,9 @@ impl RetryReport {
         self.attempts
     }
 
-    /// Time spent waiting between attempts.
+    /// Time the task spent waiting: for the server's time (and jitter)
+    /// between attempts, and at the origin's gate or for a paced slot,
+    /// including any time queued there before the first send.
     #[must_use]
     pub fn waited(&self) -> Duration {
         self.waited
@@ -156,9 +158,19 @@ impl RetryReport {
         self.stop_reason
     }
 
-    /// The server's earliest retry time from the last pushed-back response
-    /// (on the local wall clock), when it gave a valid one; kept when the
-    /// task stopped, so the caller can reschedule.
+    /// When the caller may usefully send this request again (on the local
+    /// wall clock), set only when the task stopped on a pushback:
+    ///
+    /// - the server's earliest retry time from the last pushed-back
+    ///   response, when it gave a valid one;
+    /// - or later, when the origin's gate or the paced queue behind it
+    ///   refused the retry: the time the origin could take it. A caller who
+    ///   reschedules then neither sends before the server's time nor joins
+    ///   the same queue again.
+    ///
+    /// `None` when the task did not stop on a pushback (a success, also
+    /// after a retry: the server's earlier time no longer matters), or when
+    /// the server gave no valid time.
     #[must_use]
     pub fn retry_at(&self) -> Option<SystemTime> {
         self.retry_at

@@ -46,7 +46,7 @@
 //!   carry the origin (`scheme://host:port`), status, attempt, decision and
 //!   code, and the `Retry-After` value truncated to 64 characters; never
 //!   another header value, a path or a query string.
-//! - `redis` (opt-in): [`store::RedisStore`], which shares key leases, origin
+//! - `redis` (opt-in): `store::RedisStore`, which shares key leases, origin
 //!   gates, pacing and the retry budget between processes through Redis.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(

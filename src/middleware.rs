@@ -51,6 +51,16 @@ pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key
 /// # Ok(()) }
 /// ```
 ///
+/// # Redirects
+///
+/// reqwest follows redirects by default. The gate, pacing, the recorded
+/// answer and the logs belong to the origin that answered
+/// ([`Response::url`]): a `429` from a redirect's target closes the
+/// target's gate, not the gate of the origin the request was sent to. A
+/// retry of a redirected request is sent to the request's own URL again
+/// (reqwest follows the redirect anew); it leaves no earlier than the
+/// server's time all the same, and asks the request's origin for admission.
+///
 /// Place it *before* `reqwest-tracing`'s middleware (so each attempt gets its
 /// own span, with the [`Attempt`] extension to read) and do not combine it
 /// with another retry middleware on the same statuses.
@@ -173,24 +183,38 @@ fn sf_string(key: &str) -> Option<HeaderValue> {
     HeaderValue::from_str(&out).ok()
 }
 
-/// The key a header value names: the inner value of an sf-string, else
-/// the value as sent (a bare key, as many APIs use).
-fn key_of(value: &HeaderValue) -> String {
-    let raw = String::from_utf8_lossy(value.as_bytes());
-    let trimmed = raw.trim();
-    if let Some(inner) = trimmed.strip_prefix('"').and_then(|v| v.strip_suffix('"')) {
-        let mut key = String::with_capacity(inner.len());
-        let mut chars = inner.chars();
-        while let Some(c) = chars.next() {
-            key.push(if c == '\\' {
-                chars.next().unwrap_or(c)
-            } else {
-                c
-            });
-        }
-        return key;
+/// The key an `Idempotency-Key` header value names: the inner value of an
+/// sf-string (`"order-42"`, with `\"` and `\\` escapes), else the value as
+/// sent (a bare key, as many APIs use). `None` for a value that is neither:
+/// empty, a byte outside visible ASCII and SP (so two different binary
+/// values can never name one key), or a malformed sf-string.
+fn key_of(value: &HeaderValue) -> Option<String> {
+    let mut raw = value.as_bytes();
+    while let [b' ' | b'\t', rest @ ..] = raw {
+        raw = rest;
     }
-    trimmed.to_owned()
+    while let [rest @ .., b' ' | b'\t'] = raw {
+        raw = rest;
+    }
+    if raw.is_empty() || !raw.iter().all(|b| (b' '..=b'~').contains(b)) {
+        return None;
+    }
+    let Some(quoted) = raw.strip_prefix(b"\"") else {
+        return std::str::from_utf8(raw).ok().map(str::to_owned);
+    };
+    let mut key = String::with_capacity(quoted.len());
+    let mut bytes = quoted.iter();
+    while let Some(&b) = bytes.next() {
+        match b {
+            b'"' => return (bytes.next().is_none() && !key.is_empty()).then_some(key),
+            b'\\' => match bytes.next() {
+                Some(&e @ (b'"' | b'\\')) => key.push(char::from(e)),
+                _ => return None,
+            },
+            _ => key.push(char::from(b)),
+        }
+    }
+    None
 }
 
 #[async_trait::async_trait]
@@ -224,7 +248,10 @@ impl<S: Store> Middleware for RetryAfterMiddleware<S> {
             let value = sf_string(key.as_str()).ok_or(Error::InvalidIdempotencyKey)?;
             req.headers_mut().insert(IDEMPOTENCY_KEY, value);
         }
-        let key = req.headers().get(&IDEMPOTENCY_KEY).map(key_of);
+        let key = match req.headers().get(&IDEMPOTENCY_KEY) {
+            Some(value) => Some(key_of(value).ok_or(Error::InvalidIdempotencyKey)?),
+            None => None,
+        };
         let retry_authorized = is_idempotent(req.method()) || key.is_some();
         // A streaming body cannot be sent twice; known before any send.
         let replayable = req.body().is_none_or(|b| b.as_bytes().is_some());
@@ -307,9 +334,12 @@ impl<S: Store> Middleware for RetryAfterMiddleware<S> {
                     Err(_) => return Err(Error::AttemptTimedOut.into()),
                 };
             let status = response.status();
+            // Gate, pace and logs belong to the origin that answered: after a
+            // redirect, that is not the request's.
+            let answered = origin_of(response.url());
             if !planner.policy().is_retry_status(status) {
                 planner.finish(&mut task.state);
-                task.record(Outcome::Admitted).await;
+                task.record(&answered, Outcome::Admitted).await;
                 return task.finish(response, None);
             }
 
@@ -325,12 +355,12 @@ impl<S: Store> Middleware for RetryAfterMiddleware<S> {
             };
             task.retry_at = pushback.retry_at();
             let server_delay = pushback.server_delay();
-            // The gate holds the origin at most `max_wait`: a task would not
-            // wait longer anyway, and a single absurd value must not close an
-            // origin for good. After that, one probe finds out.
-            task.record(Outcome::Pushback {
-                retry_in: server_delay.map(|d| d.min(planner.policy().max_wait)),
-            })
+            task.record(
+                &answered,
+                Outcome::Pushback {
+                    retry_in: server_delay,
+                },
+            )
             .await;
             let now = Instant::now();
             let mut decision = planner.plan(&mut task.state, &pushback, now, fastrand::u64(..));
@@ -345,7 +375,7 @@ impl<S: Store> Middleware for RetryAfterMiddleware<S> {
                     None => Decision::Stop(StopReason::DeadlineExhausted),
                 };
             }
-            log_decision(&origin, &response, attempt, &hint, &decision);
+            log_decision(&answered, &response, attempt, &hint, &decision);
             match decision {
                 Decision::Stop(reason) => return task.finish(response, Some(reason)),
                 Decision::Wait { until, .. } => {
@@ -430,22 +460,13 @@ impl<S: Store> Task<'_, S> {
         let pacing = policy.pacing_config();
         let mut deposit = self.state.attempts() == 0;
         loop {
-            let now = Instant::now();
-            let by_deadline = self
-                .state
-                .deadline()
-                .saturating_duration_since(now)
-                .saturating_sub(policy.send_reserve);
-            let by_budget = policy
-                .max_wait
-                .min(policy.max_total_wait.saturating_sub(self.state.waited()));
-            let latest = by_deadline.min(by_budget);
+            let limit = self.planner.admission_limit(&self.state, Instant::now());
             let admission = self
                 .bounded(self.store.admit(
                     self.origin,
                     pacing,
                     &policy.retry_budget,
-                    latest,
+                    limit.latest,
                     deposit,
                 ))
                 .await
@@ -454,23 +475,21 @@ impl<S: Store> Task<'_, S> {
             deposit = false;
             let wait = match admission {
                 Admission::Now => return Ok(()),
-                Admission::Refused { gate } => {
-                    let reason = if by_deadline <= by_budget {
-                        StopReason::DeadlineExhausted
-                    } else {
-                        StopReason::WaitBudgetExhausted
-                    };
-                    let retry_at = SystemTime::now().checked_add(gate);
-                    return Err((reason, Error::OriginGateClosed { retry_at }));
+                Admission::Refused { free_in } => {
+                    // Never earlier than the server's time, and a caller who
+                    // reschedules then does not rejoin the same queue.
+                    let retry_at = SystemTime::now().checked_add(free_in);
+                    self.retry_at = self.retry_at.max(retry_at);
+                    return Err((limit.reason, Error::OriginGateClosed { retry_at }));
                 }
-                Admission::Queue(d) | Admission::Wait(d) => d,
+                Admission::GateClosed(d) | Admission::SlotReserved(d) => d,
             };
             // Measured from after the store's answer, never early.
             let slept = Instant::now();
             tokio::time::sleep(wait).await;
             self.state.add_wait(slept.elapsed());
             self.waited += slept.elapsed();
-            if let Admission::Wait(_) = admission {
+            if let Admission::SlotReserved(_) = admission {
                 // A probe rejected while we slept closed the gate again:
                 // queue anew instead of following it into the rejection.
                 let gate = self
@@ -488,15 +507,15 @@ impl<S: Store> Task<'_, S> {
     /// Records what the origin answered. A store that cannot record it
     /// (in time) costs the shared view one observation, never the caller's
     /// response.
-    async fn record(&self, outcome: Outcome) {
+    async fn record(&self, origin: &str, outcome: Outcome) {
         let pacing = self.planner.policy().pacing_config();
         let result = self
-            .bounded(self.store.record(self.origin, pacing, outcome))
+            .bounded(self.store.record(origin, pacing, outcome))
             .await;
         #[cfg(feature = "tracing")]
         if !matches!(result, Some(Ok(()))) {
             tracing::warn!(
-                origin = self.origin,
+                origin,
                 "reqwest-backpressure: could not record an answer in the store"
             );
         }

@@ -33,18 +33,20 @@ use std::time::Duration;
 pub enum Admission {
     /// Send now.
     Now,
-    /// The gate is closed for this long from now: come back then and ask
-    /// again (nothing is reserved; the pace is learned when it reopens).
-    Queue(Duration),
-    /// A slot is reserved this far from now; send then (after checking that
-    /// the gate did not close again meanwhile).
-    Wait(Duration),
-    /// The gate (or the queue behind it) holds the origin past the latest
-    /// time the task accepts; nothing was reserved. `gate` is how long from
-    /// now the origin could take this task (gate or queue).
+    /// The gate is closed for this long from now, and nothing is reserved:
+    /// come back then and ask again (the pace is learned when it reopens).
+    GateClosed(Duration),
+    /// A paced slot is reserved this far from now: send then (after
+    /// checking that the gate did not close again meanwhile).
+    SlotReserved(Duration),
+    /// The origin cannot take the task within the latest time it accepts;
+    /// nothing was reserved.
     Refused {
-        /// Time from now until the origin could take the task.
-        gate: Duration,
+        /// How long from now a request could usefully be sent: the later of
+        /// when the gate or the paced queue could take it, and the time the
+        /// server itself named (which may lie beyond the gate, whose closing
+        /// is capped at `max_wait`). Never earlier than the server's time.
+        free_in: Duration,
     },
 }
 
@@ -62,12 +64,17 @@ pub enum Outcome {
 }
 
 /// Settings of the gate and the pace; plain data from the [`Policy`](crate::Policy).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PacingConfig {
     /// Hold every request to an origin until its `Retry-After` time.
     pub gate: bool,
     /// Release the queue at the learned rate when the gate reopens.
     pub pace: bool,
+    /// The longest the gate closes for one server time (the policy's
+    /// `max_wait`): a task would not wait longer anyway, and one absurd
+    /// value must not close an origin for good. After that, one probe finds
+    /// out. The server's own time is kept beside it, for refusals.
+    pub max_gate: Duration,
 }
 
 /// The lowest pace, in requests per second: a server that admitted nothing
@@ -100,6 +107,9 @@ pub struct OriginState {
     gate_until: Duration,
     /// The server's delay that set `gate_until` (its `Retry-After`).
     gate_span: Duration,
+    /// The latest time a server named, uncapped: nothing refused is told to
+    /// come back earlier.
+    server_until: Duration,
     /// Theoretical time of the next slot (GCRA's TAT) while pacing.
     next_slot: Duration,
     /// Requests per second while pacing; 0 when not pacing.
@@ -128,6 +138,7 @@ impl OriginState {
         OriginState {
             gate_until: Duration::ZERO,
             gate_span: Duration::ZERO,
+            server_until: Duration::ZERO,
             next_slot: Duration::ZERO,
             rate: 0.0,
             learned: false,
@@ -170,6 +181,7 @@ impl OriginState {
     pub fn is_idle(&self, now: Duration, idle: Duration) -> bool {
         self.gate_until <= now
             && self.next_slot <= now
+            && self.server_until <= now
             && now.saturating_sub(self.last_seen) >= idle
     }
 
@@ -189,9 +201,9 @@ impl OriginState {
             // out on a partial count would lock in a pace far too slow.
             let wait = self.gate_until - now;
             return if wait > latest {
-                Admission::Refused { gate: wait }
+                self.refuse(now, wait)
             } else {
-                Admission::Queue(wait)
+                Admission::GateClosed(wait)
             };
         }
         if !(cfg.pace && self.rate > 0.0) {
@@ -201,13 +213,21 @@ impl OriginState {
         let wait = slot - now;
         if wait > latest {
             // The queue, not the gate, is too long: the earliest free slot.
-            return Admission::Refused { gate: wait };
+            return self.refuse(now, wait);
         }
         self.next_slot = slot + interval(self.rate);
         if wait.is_zero() {
             Admission::Now
         } else {
-            Admission::Wait(wait)
+            Admission::SlotReserved(wait)
+        }
+    }
+
+    /// A refusal: the origin could take the task in `wait`, but never
+    /// before the server's own time.
+    fn refuse(&self, now: Duration, wait: Duration) -> Admission {
+        Admission::Refused {
+            free_in: wait.max(self.server_until.saturating_sub(now)),
         }
     }
 
@@ -292,8 +312,9 @@ impl OriginState {
     }
 
     /// A pushback arrived at `now`; `retry_at` is the server's time when it
-    /// gave a valid one. Closes the gate until then (keeping a later time
-    /// already set), and cuts the pace.
+    /// gave a valid one. Closes the gate until then, at most
+    /// [`max_gate`](PacingConfig::max_gate) (keeping a later time already
+    /// set), and cuts the pace.
     pub fn on_pushback(&mut self, cfg: PacingConfig, now: Duration, retry_at: Option<Duration>) {
         self.last_seen = now;
         if !cfg.gate {
@@ -301,6 +322,8 @@ impl OriginState {
         }
         match retry_at {
             Some(at) if at > now => {
+                self.server_until = self.server_until.max(at);
+                let at = at.min(now.saturating_add(cfg.max_gate));
                 if at > self.gate_until {
                     self.gate_until = at;
                     self.gate_span = at - now;
@@ -324,9 +347,10 @@ impl OriginState {
     #[must_use]
     pub fn encode(&self) -> String {
         format!(
-            "o2 {} {} {} {} {} {} {} {} {} {} {}",
+            "o3 {} {} {} {} {} {} {} {} {} {} {} {}",
             nanos(self.gate_until),
             nanos(self.gate_span),
+            nanos(self.server_until),
             nanos(self.next_slot),
             self.rate,
             u8::from(self.learned),
@@ -345,9 +369,10 @@ impl OriginState {
     pub fn decode(s: &str) -> Option<Self> {
         let f: Vec<&str> = s.split(' ').collect();
         let [
-            "o2",
+            "o3",
             gate,
             span,
+            server,
             next,
             rate,
             learned,
@@ -374,6 +399,7 @@ impl OriginState {
         Some(OriginState {
             gate_until: time(gate)?,
             gate_span: time(span)?,
+            server_until: time(server)?,
             next_slot: time(next)?,
             rate,
             learned: flag(learned)?,
@@ -396,6 +422,7 @@ impl OriginState {
     pub fn keep_for(&self, now: Duration, idle: Duration) -> Duration {
         self.gate_until
             .max(self.next_slot)
+            .max(self.server_until)
             .saturating_sub(now)
             .saturating_add(idle)
     }
@@ -569,6 +596,7 @@ mod tests {
     const ON: PacingConfig = PacingConfig {
         gate: true,
         pace: true,
+        max_gate: Duration::from_secs(60),
     };
     const LONG: Duration = Duration::from_secs(60);
 
@@ -590,7 +618,7 @@ mod tests {
     fn slot_at(o: &mut OriginState, now: Duration) -> Duration {
         match o.admit(ON, now, LONG) {
             Admission::Now => now,
-            Admission::Wait(d) => now + d,
+            Admission::SlotReserved(d) => now + d,
             other => panic!("expected a slot, got {other:?}"),
         }
     }
@@ -606,10 +634,10 @@ mod tests {
     fn a_closed_gate_queues_and_refuses_past_latest() {
         let mut o = OriginState::new(ms(0));
         o.on_pushback(ON, ms(10), Some(ms(1010)));
-        assert_eq!(o.admit(ON, ms(20), LONG), Admission::Queue(ms(990)));
+        assert_eq!(o.admit(ON, ms(20), LONG), Admission::GateClosed(ms(990)));
         assert_eq!(
             o.admit(ON, ms(20), ms(500)),
-            Admission::Refused { gate: ms(990) }
+            Admission::Refused { free_in: ms(990) }
         );
         // A later pushback keeps the later time; an earlier one never shortens it.
         o.on_pushback(ON, ms(30), Some(ms(900)));
@@ -620,7 +648,7 @@ mod tests {
     fn learns_the_admitted_rate_and_paces_after_a_probe() {
         let mut o = after_burst(100);
         // Everyone queued at the closed gate comes back at its time.
-        assert_eq!(o.admit(ON, ms(500), LONG), Admission::Queue(ms(500)));
+        assert_eq!(o.admit(ON, ms(500), LONG), Admission::GateClosed(ms(500)));
         let slots: Vec<Duration> = (0..300).map(|_| slot_at(&mut o, ms(1000))).collect();
         assert!(
             (o.rate() - 100.0 * PACE_MARGIN).abs() < 1e-9,
@@ -645,7 +673,10 @@ mod tests {
         let mut o = after_burst(0);
         assert_eq!(o.admit(ON, ms(1000), LONG), Admission::Now);
         assert_eq!(o.rate(), MIN_RATE);
-        assert_eq!(o.admit(ON, ms(1000), LONG), Admission::Wait(ms(1000)));
+        assert_eq!(
+            o.admit(ON, ms(1000), LONG),
+            Admission::SlotReserved(ms(1000))
+        );
         for _ in 0..3 {
             o.on_success(ms(1100));
         }
@@ -662,7 +693,7 @@ mod tests {
             o.on_success(ms(1400));
         }
         o.on_pushback(ON, ms(1500), Some(ms(2500)));
-        assert_eq!(o.admit(ON, ms(1600), LONG), Admission::Queue(ms(900)));
+        assert_eq!(o.admit(ON, ms(1600), LONG), Admission::GateClosed(ms(900)));
         assert_eq!(slot_at(&mut o, ms(2500)), ms(2500));
         assert!(
             (o.rate() - learned * CUT_FACTOR).abs() < 1e-9,
@@ -694,7 +725,7 @@ mod tests {
             let _ = slot_at(&mut o, ms(1000));
         }
         match o.admit(ON, ms(1000), ms(500)) {
-            Admission::Refused { gate } => assert!(gate > ms(500), "{gate:?}"),
+            Admission::Refused { free_in } => assert!(free_in > ms(500), "{free_in:?}"),
             other => panic!("{other:?}"),
         }
     }
@@ -730,7 +761,7 @@ mod tests {
         assert_eq!(o2, o);
         let _ = slot_at(&mut o, ms(1000));
         assert_eq!(OriginState::decode(&o.encode()), Some(o));
-        assert_eq!(OriginState::decode("o2 1 2"), None);
+        assert_eq!(OriginState::decode("o3 1 2"), None);
         assert_eq!(OriginState::decode("garbage"), None);
         let b = BudgetState::new(&RetryBudget::default(), ms(5));
         assert_eq!(BudgetState::decode(&b.encode()), Some(b));
@@ -742,6 +773,7 @@ mod tests {
         let off = PacingConfig {
             gate: false,
             pace: false,
+            max_gate: Duration::from_secs(60),
         };
         let mut o = OriginState::new(ms(0));
         o.on_pushback(off, ms(0), Some(ms(1000)));

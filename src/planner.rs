@@ -101,6 +101,15 @@ impl fmt::Display for StopReason {
     }
 }
 
+/// The longest a task may wait for its origin, from [`Planner::admission_limit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdmissionLimit {
+    /// How long from now the task accepts to wait at the gate or for a slot.
+    pub latest: Duration,
+    /// Why the task stops if the origin cannot take it within `latest`.
+    pub reason: StopReason,
+}
+
 /// The planner's answer to a pushed-back attempt.
 #[must_use]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -205,6 +214,10 @@ pub struct TaskState {
     deadline: Instant,
     attempts: u32,
     waited: Duration,
+    /// The part of `waited` that is our own jitter: it never counts toward
+    /// `max_total_wait`, so it never turns a wait the budgets allow into a
+    /// stop.
+    jitter: Duration,
     ready_at: Option<Instant>,
     active: bool,
 }
@@ -217,6 +230,7 @@ impl TaskState {
             deadline,
             attempts: 0,
             waited: Duration::ZERO,
+            jitter: Duration::ZERO,
             ready_at: None,
             active: false,
         }
@@ -228,10 +242,18 @@ impl TaskState {
         self.attempts
     }
 
-    /// Total waiting planned so far.
+    /// Total waiting planned so far (server delays, fallback delays, time
+    /// at the origin's gate, and jitter).
     #[must_use]
     pub fn waited(&self) -> Duration {
         self.waited
+    }
+
+    /// The part of [`waited`](Self::waited) that counts toward
+    /// `max_total_wait`: everything but jitter, which is our own choice.
+    #[must_use]
+    pub fn budgeted_wait(&self) -> Duration {
+        self.waited.saturating_sub(self.jitter)
     }
 
     /// Counts `d` spent waiting outside the planner (at an origin's gate,
@@ -354,26 +376,62 @@ impl Planner {
         let Some(latest) = task.deadline.checked_sub(p.send_reserve) else {
             return stop(task, StopReason::DeadlineExhausted);
         };
-        let waited = task
-            .waited
+        // Jitter never counts toward `max_total_wait`: a wait the budgets
+        // allow is never stopped because of our own randomness.
+        let budgeted = task
+            .budgeted_wait()
             .saturating_add(base.saturating_duration_since(counted_to));
-        if waited > p.max_total_wait {
+        if budgeted > p.max_total_wait {
             return stop(task, StopReason::WaitBudgetExhausted);
         }
         if base >= latest {
             return stop(task, StopReason::DeadlineExhausted);
         }
+        // Jitter is trimmed to what is left before the latest send time and
+        // of `max_total_wait`, so the total wait still stays within it.
         let jitter = scale(p.jitter, jitter_seed)
             .min(
                 latest
                     .saturating_duration_since(base)
                     .saturating_sub(Duration::from_nanos(1)),
             )
-            .min(p.max_total_wait.saturating_sub(waited));
+            .min(
+                p.max_total_wait
+                    .saturating_sub(budgeted.saturating_add(task.jitter)),
+            );
         let until = base + jitter;
-        task.waited = waited.saturating_add(jitter);
+        task.jitter = task.jitter.saturating_add(jitter);
+        task.waited = budgeted.saturating_add(task.jitter);
         task.ready_at = Some(until);
         Decision::Wait { until, delay }
+    }
+
+    /// How long from `now` `task` may wait for its origin (at a closed gate
+    /// or for a paced slot) before it sends, and why it stops if the origin
+    /// cannot take it by then: the deadline less `send_reserve`
+    /// (`deadline_exhausted`), or `max_wait` and what is left of
+    /// `max_total_wait` (`wait_budget_exhausted`), whichever is sooner.
+    #[must_use]
+    pub fn admission_limit(&self, task: &TaskState, now: Instant) -> AdmissionLimit {
+        let p = &self.policy;
+        let by_deadline = task
+            .deadline
+            .saturating_duration_since(now)
+            .saturating_sub(p.send_reserve);
+        let by_budget = p
+            .max_wait
+            .min(p.max_total_wait.saturating_sub(task.budgeted_wait()));
+        if by_deadline <= by_budget {
+            AdmissionLimit {
+                latest: by_deadline,
+                reason: StopReason::DeadlineExhausted,
+            }
+        } else {
+            AdmissionLimit {
+                latest: by_budget,
+                reason: StopReason::WaitBudgetExhausted,
+            }
+        }
     }
 
     /// Claims the right to send an attempt of `task` at `now`: the first

@@ -115,7 +115,10 @@ impl Policy {
         self
     }
 
-    /// The most time one task may spend waiting, over all its retries.
+    /// The most time one task may spend waiting, over all its retries: the
+    /// server's (or the fallback's) delays and time at the origin's gate.
+    /// Jitter is not counted: it is added only within what is left of this
+    /// budget, and never turns a wait the budgets allow into a stop.
     #[must_use]
     pub fn max_total_wait(mut self, d: Duration) -> Self {
         self.max_total_wait = d;
@@ -177,7 +180,10 @@ impl Policy {
     }
 
     /// Whether requests queued behind a reopened gate are released no faster
-    /// than the origin was seen to admit (needs `origin_gate`).
+    /// than the origin was seen to admit. Pacing works through the gate: with
+    /// `origin_gate(false)` there is no queue to pace, and this setting has
+    /// no effect (it is not an error, so `Policy::default().origin_gate(false)`
+    /// is a valid policy).
     #[must_use]
     pub fn pacing(mut self, on: bool) -> Self {
         self.pacing = on;
@@ -197,6 +203,7 @@ impl Policy {
         PacingConfig {
             gate: self.origin_gate,
             pace: self.origin_gate && self.pacing,
+            max_gate: self.max_wait,
         }
     }
 
@@ -222,9 +229,6 @@ impl Policy {
             return Err(E::Inconsistent(
                 "send_reserve leaves nothing of default_deadline",
             ));
-        }
-        if self.pacing && !self.origin_gate {
-            return Err(E::Inconsistent("pacing needs origin_gate"));
         }
         self.retry_budget.validate().map_err(E::Inconsistent)?;
         if self.statuses.is_empty() {

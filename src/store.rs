@@ -122,7 +122,7 @@ pub struct MemoryStore {
 struct MemoryInner {
     leases: Mutex<HashMap<String, Lease>>,
     epoch: Instant,
-    origins: Mutex<HashMap<String, OriginState>>,
+    origins: Mutex<Origins>,
     budget: Mutex<Option<BudgetState>>,
 }
 
@@ -137,8 +137,41 @@ impl Default for MemoryInner {
     }
 }
 
-/// Origins kept before idle ones are swept.
+/// Origins kept before idle ones are first swept.
 const ORIGINS_SWEEP_AT: usize = 1024;
+
+/// The known origins, and the size at which idle ones are next swept.
+///
+/// A sweep visits every entry, so it is run only once the map has doubled
+/// since the last one (and never below [`ORIGINS_SWEEP_AT`]): each new
+/// origin pays O(1) amortised, whatever the number of known origins, and
+/// the memory of swept entries is given back.
+#[derive(Debug, Default)]
+struct Origins {
+    map: HashMap<String, OriginState>,
+    sweep_at: usize,
+    /// Sweeps run so far (for tests of the amortised bound).
+    sweeps: u64,
+}
+
+impl Origins {
+    /// Applies `f` to the state of `origin`, created at `now` if it is new.
+    fn with<T>(&mut self, origin: &str, now: Duration, f: impl FnOnce(&mut OriginState) -> T) -> T {
+        if let Some(state) = self.map.get_mut(origin) {
+            return f(state);
+        }
+        if self.map.len() >= self.sweep_at.max(ORIGINS_SWEEP_AT) {
+            self.map.retain(|_, s| !s.is_idle(now, ORIGIN_IDLE));
+            shrink_after_burst(&mut self.map);
+            self.sweeps += 1;
+            self.sweep_at = self.map.len().saturating_mul(2);
+        }
+        let mut state = OriginState::new(now);
+        let out = f(&mut state);
+        self.map.insert(origin.to_owned(), state);
+        out
+    }
+}
 /// An origin whose gate is open, whose queue is empty and that nobody used
 /// for this long is forgotten.
 const ORIGIN_IDLE: Duration = Duration::from_secs(300);
@@ -177,14 +210,17 @@ impl MemoryStore {
     /// Number of origins with gate or pacing state.
     #[must_use]
     pub fn origins(&self) -> usize {
-        lock(&self.inner.origins).len()
+        lock(&self.inner.origins).map.len()
     }
 
     /// The current pace of `origin` (`scheme://host:port`) in requests per
     /// second, 0 when it is not paced; `None` for an unknown origin.
     #[must_use]
     pub fn origin_rate(&self, origin: &str) -> Option<f64> {
-        lock(&self.inner.origins).get(origin).map(OriginState::rate)
+        lock(&self.inner.origins)
+            .map
+            .get(origin)
+            .map(OriginState::rate)
     }
 
     pub(crate) fn admit_now(
@@ -204,17 +240,7 @@ impl MemoryStore {
         if !pacing.gate {
             return Admission::Now;
         }
-        let mut origins = lock(&self.inner.origins);
-        if let Some(state) = origins.get_mut(origin) {
-            return state.admit(pacing, now, latest);
-        }
-        if origins.len() >= ORIGINS_SWEEP_AT {
-            origins.retain(|_, s| !s.is_idle(now, ORIGIN_IDLE));
-        }
-        let mut state = OriginState::new(now);
-        let admission = state.admit(pacing, now, latest);
-        origins.insert(origin.to_owned(), state);
-        admission
+        lock(&self.inner.origins).with(origin, now, |s| s.admit(pacing, now, latest))
     }
 
     /// Number of keys whose lease is held (tasks running with a key).
@@ -302,6 +328,7 @@ impl Store for MemoryStore {
     ) -> impl Future<Output = Result<Option<Duration>, StoreError>> + Send {
         let now = self.now();
         let gate = lock(&self.inner.origins)
+            .map
             .get(origin)
             .and_then(|s| s.gate_until(now))
             .map(|until| until.saturating_sub(now));
@@ -316,14 +343,7 @@ impl Store for MemoryStore {
     ) -> impl Future<Output = Result<(), StoreError>> + Send {
         if pacing.gate {
             let now = self.now();
-            let mut origins = lock(&self.inner.origins);
-            if !origins.contains_key(origin) {
-                origins.insert(origin.to_owned(), OriginState::new(now));
-            }
-            let Some(state) = origins.get_mut(origin) else {
-                return std::future::ready(Ok(()));
-            };
-            state.observe(pacing, now, outcome);
+            lock(&self.inner.origins).with(origin, now, |s| s.observe(pacing, now, outcome));
         }
         std::future::ready(Ok(()))
     }
@@ -370,6 +390,24 @@ mod tests {
         assert_eq!(store.len(), 2);
         store.release("k", a.expect("lease"));
         assert_eq!(store.len(), 1);
+    }
+
+    #[test]
+    fn a_new_origin_costs_the_same_however_many_are_known() {
+        let mut origins = Origins::default();
+        let now = Duration::from_secs(1);
+        for i in 0..40_000 {
+            origins.with(&format!("http://h{i}:80"), now, |_| ());
+        }
+        let before = origins.sweeps;
+        assert!(before <= 6, "{before} sweeps for 40,000 origins");
+        // A thousand new origins among 40,000 busy ones: at most one sweep
+        // (the map has to double first), not one per origin.
+        for i in 0..1_000 {
+            origins.with(&format!("http://n{i}:80"), now, |_| ());
+        }
+        assert!(origins.sweeps - before <= 1, "{}", origins.sweeps - before);
+        assert_eq!(origins.map.len(), 41_000);
     }
 
     #[tokio::test(start_paused = true)]

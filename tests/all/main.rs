@@ -6,3 +6,4 @@ mod parser;
 mod planner;
 #[cfg(feature = "redis")]
 mod redis;
+mod review_fixes;

@@ -954,6 +954,7 @@ struct Limits {
     max_attempts: u32,
     max_total_wait: Duration,
     send_reserve: Duration,
+    jitter: Duration,
 }
 
 fn valid_limits() -> impl Strategy<Value = Limits> {
@@ -987,6 +988,7 @@ fn valid_limits() -> impl Strategy<Value = Limits> {
                     max_attempts,
                     max_total_wait,
                     send_reserve,
+                    jitter: ms(jitter),
                 }
             },
         )
@@ -1170,7 +1172,14 @@ fn check_step(
         }
     }
     prop_assert!(after.attempts() <= limits.max_attempts);
-    prop_assert!(after.waited() <= limits.max_total_wait);
+    // Jitter never counts toward max_total_wait; it is added only within
+    // what is left of it, so only jitter already spent lies beyond it.
+    prop_assert!(after.budgeted_wait() <= limits.max_total_wait);
+    prop_assert!(
+        after.waited() <= limits.max_total_wait + limits.jitter * limits.max_attempts,
+        "{:?} waited",
+        after.waited()
+    );
     prop_assert_eq!(after.is_active(), model.active);
     Ok(())
 }

@@ -1423,6 +1423,7 @@ async fn successes_reach_the_shared_pace_without_another_write() {
         let cfg = PacingConfig {
             gate: true,
             pace: true,
+            max_gate: Duration::from_secs(60),
         };
         let budget = reqwest_backpressure::RetryBudget::unlimited();
         let o = "http://example.test:80";
