@@ -4,5 +4,6 @@
 mod middleware;
 mod parser;
 mod planner;
+mod ratelimit;
 #[cfg(feature = "redis")]
 mod redis;
