@@ -223,6 +223,8 @@ impl RateLimitHeaders {
     }
 
     /// Both sets of headers (and pushback statuses), without duplicates.
+    /// Order does not change what is read, but equality compares it:
+    /// `a.and(b)` and `b.and(a)` read the same and may not be `==`.
     #[must_use]
     pub fn and(mut self, other: RateLimitHeaders) -> Self {
         self.ietf |= other.ietf;

@@ -876,6 +876,35 @@ proptest! {
     }
 
     #[test]
+    fn rfc3339_agrees_with_httpdate(
+        at in 86_400u64..253_402_300_799 - 86_400,
+        offset_min in -1439i64..=1439,
+        nanos in 0u32..1_000_000_000,
+    ) {
+        // The local wall time at `offset_min`, laid out by httpdate (an
+        // independent civil-date conversion), then rewritten as RFC 3339.
+        let local = at.checked_add_signed(offset_min * 60).expect("in range");
+        let imf = httpdate::fmt_http_date(UNIX_EPOCH + secs(local));
+        let parts: Vec<&str> = imf.split(' ').collect();
+        let month = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+            .iter()
+            .position(|m| *m == parts[2])
+            .expect("a month")
+            + 1;
+        let sign = if offset_min < 0 { '-' } else { '+' };
+        let (oh, om) = (offset_min.abs() / 60, offset_min.abs() % 60);
+        let value = format!(
+            "{}-{month:02}-{}T{}.{nanos:09}{sign}{oh:02}:{om:02}",
+            parts[3], parts[1], parts[4]
+        );
+        prop_assert_eq!(
+            parse_reset(&value, ResetFormat::Rfc3339, UNIX_EPOCH),
+            Some(Duration::new(at, nanos)),
+            "{}", value
+        );
+    }
+
+    #[test]
     fn draft10_round_trips(r in 0u64..1_000_000_000_000_000, t in 0u64..1_000_000_000_000_000) {
         let h = ietf(&[("ratelimit", &format!(r#""p";r={r};t={t}"#))]);
         prop_assert_eq!(h.remaining(), Some(r));
