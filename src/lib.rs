@@ -63,6 +63,7 @@ mod middleware;
 mod pacing;
 pub mod planner;
 mod policy;
+mod ratelimit;
 #[cfg(feature = "redis")]
 mod redis_store;
 mod retry_after;
@@ -74,6 +75,7 @@ pub use middleware::{IDEMPOTENCY_KEY, RetryAfterMiddleware, is_idempotent};
 pub use pacing::RetryBudget;
 pub use planner::StopReason;
 pub use policy::{Fallback, InvalidPolicy, Policy};
+pub use ratelimit::{MAX_RATELIMIT_LEN, RateLimitHeaders, RateLimitHint, ResetFormat, parse_reset};
 pub use retry_after::{
     Hint, InvalidReason, InvalidRetryAfter, MAX_RETRY_AFTER_LEN, RetryAfter, parse_retry_after,
     server_date,

@@ -4,6 +4,7 @@
 mod middleware;
 mod parser;
 mod planner;
+mod ratelimit;
 #[cfg(feature = "redis")]
 mod redis;
 mod review_fixes;

@@ -1,0 +1,307 @@
+//! Which rate-limit headers a client reads: the IETF fields, vendor presets,
+//! and limits declared by hand.
+
+use std::time::SystemTime;
+
+use http::header::HeaderName;
+use http::{HeaderMap, StatusCode};
+
+use super::hint::{Fold, Limit, RateLimitHint};
+use super::ietf;
+use super::reset::{MAX_RATELIMIT_LEN, ResetFormat, parse_reset, trim_ows};
+
+/// One vendor limit: reset headers in order of preference (the first one
+/// present and valid counts), and the header with the count left.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct LimitSpec {
+    resets: Vec<(HeaderName, ResetFormat)>,
+    remaining: Option<HeaderName>,
+}
+
+impl LimitSpec {
+    fn read(&self, headers: &HeaderMap, server_now: SystemTime) -> Option<Limit> {
+        let reset = self.resets.iter().find_map(|(name, format)| {
+            let value = std::str::from_utf8(single(headers, name)?).ok()?;
+            parse_reset(value, *format, server_now)
+        });
+        let remaining = self
+            .remaining
+            .as_ref()
+            .and_then(|name| count(single(headers, name)?));
+        (reset.is_some() || remaining.is_some()).then_some(Limit { remaining, reset })
+    }
+}
+
+/// The value of the only field line of `name`; `None` when absent or sent
+/// more than once (which of two counts would be the real one is a guess).
+fn single<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Option<&'h [u8]> {
+    let mut lines = headers.get_all(name).iter();
+    let first = lines.next()?;
+    match lines.next() {
+        Some(_) => None,
+        None => Some(first.as_bytes()),
+    }
+}
+
+/// A remaining count: `1*DIGIT` (ASCII), OWS trimmed, saturating.
+fn count(raw: &[u8]) -> Option<u64> {
+    if raw.len() > MAX_RATELIMIT_LEN {
+        return None;
+    }
+    let v = trim_ows(raw);
+    if v.is_empty() || !v.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(v.iter().fold(0u64, |acc, &d| {
+        acc.saturating_mul(10)
+            .saturating_add(u64::from(d.wrapping_sub(b'0')))
+    }))
+}
+
+const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+const X_RATELIMIT_RESET_AFTER: HeaderName = HeaderName::from_static("x-ratelimit-reset-after");
+const RETRY_AFTER_MS: HeaderName = HeaderName::from_static("retry-after-ms");
+
+/// Which rate-limit headers are read, beside `Retry-After` (which the
+/// [`Hint`](crate::Hint) parser reads).
+///
+/// Presets combine with [`and`](Self::and); a limit no preset knows is
+/// declared with [`reset_header`](Self::reset_header). Reading is pure:
+/// [`read`](Self::read) takes the time to measure against.
+///
+/// # Default
+///
+/// [`RateLimitHeaders::ietf`]: the standard fields, which no vendor
+/// reuses for something else.
+///
+/// ```
+/// use std::time::{Duration, UNIX_EPOCH};
+/// use http::{HeaderMap, HeaderValue, StatusCode};
+/// use reqwest_backpressure::{RateLimitHeaders, ResetFormat};
+///
+/// let headers = RateLimitHeaders::github()
+///     .and(RateLimitHeaders::ietf())
+///     .reset_header(http::HeaderName::from_static("x-quota-reset"), ResetFormat::Seconds, None);
+/// assert_eq!(headers.pushback_statuses(), &[StatusCode::FORBIDDEN]);
+///
+/// let mut response = HeaderMap::new();
+/// response.insert("x-ratelimit-remaining", HeaderValue::from_static("0"));
+/// response.insert("x-ratelimit-reset", HeaderValue::from_static("1700000042"));
+/// let now = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+/// let hint = headers.read(&response, now);
+/// assert!(hint.exhausted());
+/// assert_eq!(hint.retry_in(), Some(Duration::from_secs(42)));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RateLimitHeaders {
+    ietf: bool,
+    limits: Vec<LimitSpec>,
+    statuses: Vec<StatusCode>,
+}
+
+impl Default for RateLimitHeaders {
+    fn default() -> Self {
+        RateLimitHeaders::ietf()
+    }
+}
+
+impl RateLimitHeaders {
+    /// The IETF fields: draft-10 `RateLimit` (a list of policies with `r`
+    /// and `t`; express-rate-limit's draft-8 form is the same shape), the
+    /// draft-07 `RateLimit` dictionary (`limit`, `remaining`, `reset`), and
+    /// draft-06 `RateLimit-Remaining` with `RateLimit-Reset` (a delay in
+    /// seconds). `RateLimit-Policy` describes quotas only and is not read.
+    #[must_use]
+    pub fn ietf() -> Self {
+        RateLimitHeaders {
+            ietf: true,
+            ..RateLimitHeaders::none()
+        }
+    }
+
+    /// GitHub: `x-ratelimit-remaining` with `x-ratelimit-reset`
+    /// ([`ResetFormat::EpochSeconds`]). GitHub answers an exhausted quota
+    /// with `403` as well as `429`, so `403` is a
+    /// [pushback status](Self::pushback_status).
+    #[must_use]
+    pub fn github() -> Self {
+        RateLimitHeaders::none()
+            .reset_header(
+                X_RATELIMIT_RESET,
+                ResetFormat::EpochSeconds,
+                Some(X_RATELIMIT_REMAINING),
+            )
+            .pushback_status(StatusCode::FORBIDDEN)
+    }
+
+    /// OpenAI: `x-ratelimit-remaining-requests` with
+    /// `x-ratelimit-reset-requests`, and `x-ratelimit-remaining-tokens` with
+    /// `x-ratelimit-reset-tokens` (both [`ResetFormat::GoDuration`]), and
+    /// `retry-after-ms` ([`ResetFormat::Millis`], no count).
+    #[must_use]
+    pub fn openai() -> Self {
+        const RESET_REQUESTS: HeaderName = HeaderName::from_static("x-ratelimit-reset-requests");
+        const REMAINING_REQUESTS: HeaderName =
+            HeaderName::from_static("x-ratelimit-remaining-requests");
+        const RESET_TOKENS: HeaderName = HeaderName::from_static("x-ratelimit-reset-tokens");
+        const REMAINING_TOKENS: HeaderName =
+            HeaderName::from_static("x-ratelimit-remaining-tokens");
+        RateLimitHeaders::none()
+            .reset_header(
+                RESET_REQUESTS,
+                ResetFormat::GoDuration,
+                Some(REMAINING_REQUESTS),
+            )
+            .reset_header(
+                RESET_TOKENS,
+                ResetFormat::GoDuration,
+                Some(REMAINING_TOKENS),
+            )
+            .reset_header(RETRY_AFTER_MS, ResetFormat::Millis, None)
+    }
+
+    /// Anthropic: `anthropic-ratelimit-{requests,tokens,input-tokens,
+    /// output-tokens}-remaining` with the matching `-reset`
+    /// ([`ResetFormat::Rfc3339`]).
+    #[must_use]
+    pub fn anthropic() -> Self {
+        const PAIRS: [(&str, &str); 4] = [
+            (
+                "anthropic-ratelimit-requests-reset",
+                "anthropic-ratelimit-requests-remaining",
+            ),
+            (
+                "anthropic-ratelimit-tokens-reset",
+                "anthropic-ratelimit-tokens-remaining",
+            ),
+            (
+                "anthropic-ratelimit-input-tokens-reset",
+                "anthropic-ratelimit-input-tokens-remaining",
+            ),
+            (
+                "anthropic-ratelimit-output-tokens-reset",
+                "anthropic-ratelimit-output-tokens-remaining",
+            ),
+        ];
+        PAIRS
+            .iter()
+            .fold(RateLimitHeaders::none(), |acc, &(reset, remaining)| {
+                acc.reset_header(
+                    HeaderName::from_static(reset),
+                    ResetFormat::Rfc3339,
+                    Some(HeaderName::from_static(remaining)),
+                )
+            })
+    }
+
+    /// Discord: `x-ratelimit-remaining` with `x-ratelimit-reset-after`
+    /// ([`ResetFormat::Seconds`], with decimals), or when that is missing or
+    /// invalid, `x-ratelimit-reset` ([`ResetFormat::EpochSeconds`], with
+    /// decimals) for the same limit.
+    #[must_use]
+    pub fn discord() -> Self {
+        let mut headers = RateLimitHeaders::none();
+        headers.push(LimitSpec {
+            resets: vec![
+                (X_RATELIMIT_RESET_AFTER, ResetFormat::Seconds),
+                (X_RATELIMIT_RESET, ResetFormat::EpochSeconds),
+            ],
+            remaining: Some(X_RATELIMIT_REMAINING),
+        });
+        headers
+    }
+
+    /// Reads nothing.
+    #[must_use]
+    pub fn none() -> Self {
+        RateLimitHeaders {
+            ietf: false,
+            limits: Vec::new(),
+            statuses: Vec::new(),
+        }
+    }
+
+    /// Both sets of headers (and pushback statuses), without duplicates.
+    /// Order does not change what is read, but equality compares it:
+    /// `a.and(b)` and `b.and(a)` read the same and may not be `==`.
+    #[must_use]
+    pub fn and(mut self, other: RateLimitHeaders) -> Self {
+        self.ietf |= other.ietf;
+        for spec in other.limits {
+            self.push(spec);
+        }
+        for status in other.statuses {
+            self = self.pushback_status(status);
+        }
+        self
+    }
+
+    /// Declares a limit of your own: a reset header with its format,
+    /// optionally paired with the header that counts what is left. A reset
+    /// without a count is read as a bare delay (like `retry-after-ms`); a
+    /// vendor header sent on more than one field line is ignored.
+    #[must_use]
+    pub fn reset_header(
+        mut self,
+        name: HeaderName,
+        format: ResetFormat,
+        remaining: Option<HeaderName>,
+    ) -> Self {
+        self.push(LimitSpec {
+            resets: vec![(name, format)],
+            remaining,
+        });
+        self
+    }
+
+    /// Declares a status (GitHub's `403`) that is a pushback only when these
+    /// headers say a quota is used up ([`RateLimitHint::exhausted`]). This
+    /// only records the status; the caller decides with it.
+    #[must_use]
+    pub fn pushback_status(mut self, status: StatusCode) -> Self {
+        if !self.statuses.contains(&status) {
+            self.statuses.push(status);
+        }
+        self
+    }
+
+    /// The statuses declared with [`pushback_status`](Self::pushback_status),
+    /// in the order declared.
+    #[must_use]
+    pub fn pushback_statuses(&self) -> &[StatusCode] {
+        &self.statuses
+    }
+
+    /// Whether no header is read at all (pushback statuses alone read
+    /// nothing).
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        !self.ietf && self.limits.is_empty()
+    }
+
+    /// Reads the rate-limit headers of one response, measuring times from
+    /// `server_now` (the response's `Date`, or the local receive time).
+    /// Malformed values are skipped, never guessed at; see
+    /// [`RateLimitHint`] for how several limits combine. Pure: reads no
+    /// clock.
+    #[must_use]
+    pub fn read(&self, headers: &HeaderMap, server_now: SystemTime) -> RateLimitHint {
+        let mut fold = Fold::default();
+        if self.ietf {
+            ietf::read(headers, &mut fold);
+        }
+        for spec in &self.limits {
+            if let Some(limit) = spec.read(headers, server_now) {
+                fold.push(limit);
+            }
+        }
+        fold.finish()
+    }
+
+    fn push(&mut self, spec: LimitSpec) {
+        if !self.limits.contains(&spec) {
+            self.limits.push(spec);
+        }
+    }
+}

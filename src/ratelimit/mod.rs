@@ -1,0 +1,25 @@
+//! Rate-limit headers: how much quota is left, and when it comes back.
+//!
+//! Why read them beside `Retry-After`? Many APIs answer `429` without a
+//! `Retry-After` but with their own reset headers (GitHub, OpenAI,
+//! Anthropic, Discord, the IETF `RateLimit` drafts), and GitHub signals an
+//! exhausted quota with `403`. Reading those turns a stop for
+//! `missing_retry_after` into a wait the server itself asked for.
+//!
+//! Why strict? The same as for `Retry-After`: a guessed reset either hammers
+//! the server or stalls the client. Each header's format is declared, never
+//! sniffed; a value that does not match it exactly is skipped. Structured
+//! Fields go through the `sfv` parser. A value too large to represent
+//! saturates to an enormous delay that no wait limit accepts.
+//!
+//! This module reads no clock: times are measured from a `server_now` the
+//! caller passes in.
+
+mod headers;
+mod hint;
+mod ietf;
+mod reset;
+
+pub use headers::RateLimitHeaders;
+pub use hint::RateLimitHint;
+pub use reset::{MAX_RATELIMIT_LEN, ResetFormat, parse_reset};
