@@ -5,6 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+use http::HeaderValue;
 use tokio::time::Instant;
 
 use crate::planner::StopReason;
@@ -76,6 +77,89 @@ impl IdempotencyKey {
     #[must_use]
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    pub(crate) fn into_string(self) -> String {
+        self.0.as_ref().to_owned()
+    }
+
+    /// The key as an `Idempotency-Key` header value: a Structured Field
+    /// string (RFC 8941 §3.3.3), the form the IETF httpapi draft gives it,
+    /// quoted, with `"` and `\` escaped. `None` when the key is empty or has
+    /// a character an sf-string cannot carry (controls, non-ASCII).
+    ///
+    /// ```
+    /// use reqwest_backpressure::IdempotencyKey;
+    /// let v = IdempotencyKey::new(r#"order "42""#).header_value().unwrap();
+    /// assert_eq!(v, r#""order \"42\"""#);
+    /// assert!(IdempotencyKey::new("ключ").header_value().is_none());
+    /// ```
+    #[must_use]
+    pub fn header_value(&self) -> Option<HeaderValue> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let mut out = String::with_capacity(self.0.len() + 2);
+        out.push('"');
+        for c in self.0.chars() {
+            match c {
+                '"' | '\\' => {
+                    out.push('\\');
+                    out.push(c);
+                }
+                ' '..='~' => out.push(c),
+                _ => return None,
+            }
+        }
+        out.push('"');
+        HeaderValue::from_str(&out).ok()
+    }
+
+    /// The key an `Idempotency-Key` header value names, as the middleware
+    /// reads a header the caller set: the inner value of an sf-string
+    /// (`"order-42"`, with `\"` and `\\` escapes), else the value as sent (a
+    /// bare key, as many APIs use). Surrounding SP/HTAB is ignored. `None`
+    /// for a value that is neither: empty, a byte outside visible ASCII and
+    /// SP (so two different binary values never name one key), or a
+    /// malformed sf-string. [`header_value`](Self::header_value) and this
+    /// are inverses.
+    ///
+    /// ```
+    /// use http::HeaderValue;
+    /// use reqwest_backpressure::IdempotencyKey;
+    /// let k = IdempotencyKey::from_header(&HeaderValue::from_static(r#""a\"b""#)).unwrap();
+    /// assert_eq!(k.as_str(), "a\"b");
+    /// assert_eq!(IdempotencyKey::from_header(&HeaderValue::from_static("bare-42")).unwrap().as_str(), "bare-42");
+    /// assert!(IdempotencyKey::from_header(&HeaderValue::from_bytes(b"k\xfe").unwrap()).is_none());
+    /// ```
+    #[must_use]
+    pub fn from_header(value: &HeaderValue) -> Option<Self> {
+        let mut raw = value.as_bytes();
+        while let [b' ' | b'\t', rest @ ..] = raw {
+            raw = rest;
+        }
+        while let [rest @ .., b' ' | b'\t'] = raw {
+            raw = rest;
+        }
+        if raw.is_empty() || !raw.iter().all(|b| (b' '..=b'~').contains(b)) {
+            return None;
+        }
+        let Some(quoted) = raw.strip_prefix(b"\"") else {
+            return std::str::from_utf8(raw).ok().map(Self::new);
+        };
+        let mut key = String::with_capacity(quoted.len());
+        let mut bytes = quoted.iter();
+        while let Some(&b) = bytes.next() {
+            match b {
+                b'"' => return (bytes.next().is_none() && !key.is_empty()).then(|| Self::new(key)),
+                b'\\' => match bytes.next() {
+                    Some(&e @ (b'"' | b'\\')) => key.push(char::from(e)),
+                    _ => return None,
+                },
+                _ => key.push(char::from(b)),
+            }
+        }
+        None
     }
 }
 

@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::time::{Duration, SystemTime};
 
-use http::header::{HeaderName, HeaderValue};
+use http::header::HeaderName;
 use http::{Extensions, Method, StatusCode};
 use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
@@ -162,61 +162,6 @@ pub(crate) fn origin_of(url: &reqwest::Url) -> String {
     origin
 }
 
-/// `key` as a Structured Field string (RFC 8941 §3.3.3), the form the IETF
-/// httpapi draft gives the `Idempotency-Key` header: quoted, with `"` and
-/// `\` escaped. `None` when the key has a byte an sf-string cannot carry
-/// (controls, non-ASCII).
-fn sf_string(key: &str) -> Option<HeaderValue> {
-    let mut out = String::with_capacity(key.len() + 2);
-    out.push('"');
-    for c in key.chars() {
-        match c {
-            '"' | '\\' => {
-                out.push('\\');
-                out.push(c);
-            }
-            ' '..='~' => out.push(c),
-            _ => return None,
-        }
-    }
-    out.push('"');
-    HeaderValue::from_str(&out).ok()
-}
-
-/// The key an `Idempotency-Key` header value names: the inner value of an
-/// sf-string (`"order-42"`, with `\"` and `\\` escapes), else the value as
-/// sent (a bare key, as many APIs use). `None` for a value that is neither:
-/// empty, a byte outside visible ASCII and SP (so two different binary
-/// values can never name one key), or a malformed sf-string.
-fn key_of(value: &HeaderValue) -> Option<String> {
-    let mut raw = value.as_bytes();
-    while let [b' ' | b'\t', rest @ ..] = raw {
-        raw = rest;
-    }
-    while let [rest @ .., b' ' | b'\t'] = raw {
-        raw = rest;
-    }
-    if raw.is_empty() || !raw.iter().all(|b| (b' '..=b'~').contains(b)) {
-        return None;
-    }
-    let Some(quoted) = raw.strip_prefix(b"\"") else {
-        return std::str::from_utf8(raw).ok().map(str::to_owned);
-    };
-    let mut key = String::with_capacity(quoted.len());
-    let mut bytes = quoted.iter();
-    while let Some(&b) = bytes.next() {
-        match b {
-            b'"' => return (bytes.next().is_none() && !key.is_empty()).then_some(key),
-            b'\\' => match bytes.next() {
-                Some(&e @ (b'"' | b'\\')) => key.push(char::from(e)),
-                _ => return None,
-            },
-            _ => key.push(char::from(b)),
-        }
-    }
-    None
-}
-
 #[async_trait::async_trait]
 impl<S: Store> Middleware for RetryAfterMiddleware<S> {
     async fn handle(
@@ -245,11 +190,15 @@ impl<S: Store> Middleware for RetryAfterMiddleware<S> {
         if let Some(key) = extensions.get::<IdempotencyKey>()
             && !req.headers().contains_key(&IDEMPOTENCY_KEY)
         {
-            let value = sf_string(key.as_str()).ok_or(Error::InvalidIdempotencyKey)?;
+            let value = key.header_value().ok_or(Error::InvalidIdempotencyKey)?;
             req.headers_mut().insert(IDEMPOTENCY_KEY, value);
         }
         let key = match req.headers().get(&IDEMPOTENCY_KEY) {
-            Some(value) => Some(key_of(value).ok_or(Error::InvalidIdempotencyKey)?),
+            Some(value) => Some(
+                IdempotencyKey::from_header(value)
+                    .ok_or(Error::InvalidIdempotencyKey)?
+                    .into_string(),
+            ),
             None => None,
         };
         let retry_authorized = is_idempotent(req.method()) || key.is_some();
