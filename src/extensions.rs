@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use http::HeaderValue;
 use tokio::time::Instant;
 
-use crate::planner::StopReason;
+use crate::planner::{HintSource, StopReason};
 use crate::store::far_future;
 
 /// Request extension: the absolute deadline of the whole task, retries and
@@ -77,10 +77,6 @@ impl IdempotencyKey {
     #[must_use]
     pub fn as_str(&self) -> &str {
         &self.0
-    }
-
-    pub(crate) fn into_string(self) -> String {
-        self.0.as_ref().to_owned()
     }
 
     /// The key as an `Idempotency-Key` header value: a Structured Field
@@ -218,6 +214,7 @@ pub struct RetryReport {
     pub(crate) waited: Duration,
     pub(crate) stop_reason: Option<StopReason>,
     pub(crate) retry_at: Option<SystemTime>,
+    pub(crate) hint_source: Option<HintSource>,
 }
 
 impl RetryReport {
@@ -258,5 +255,14 @@ impl RetryReport {
     #[must_use]
     pub fn retry_at(&self) -> Option<SystemTime> {
         self.retry_at
+    }
+
+    /// Where the time the last pushback asked for came from: the server's
+    /// `Retry-After` (`retry_after`), a rate-limit header's reset
+    /// (`ratelimit`), or the policy's fallback (`fallback`). `None` when no
+    /// pushback gave a time (a first-try success, or a stop before one).
+    #[must_use]
+    pub fn hint_source(&self) -> Option<HintSource> {
+        self.hint_source
     }
 }

@@ -68,12 +68,13 @@ mod ratelimit;
 mod redis_store;
 mod retry_after;
 pub mod store;
+mod task;
 
 pub use error::Error;
 pub use extensions::{Attempt, Deadline, IdempotencyKey, RetryReport};
 pub use middleware::{IDEMPOTENCY_KEY, RetryAfterMiddleware, is_idempotent};
 pub use pacing::RetryBudget;
-pub use planner::StopReason;
+pub use planner::{HintSource, StopReason};
 pub use policy::{Fallback, InvalidPolicy, Policy};
 pub use ratelimit::{MAX_RATELIMIT_LEN, RateLimitHeaders, RateLimitHint, ResetFormat, parse_reset};
 pub use retry_after::{

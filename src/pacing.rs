@@ -61,6 +61,13 @@ pub enum Outcome {
         /// How long from now the server asked to wait.
         retry_in: Option<Duration>,
     },
+    /// The origin admitted the request, but its rate-limit headers say the
+    /// quota is exhausted until `reset_in` from now: the gate closes until
+    /// then, before any `429` (the proactive gate).
+    Exhausted {
+        /// How long from now until the quota resets.
+        reset_in: Duration,
+    },
 }
 
 /// Settings of the gate and the pace; plain data from the [`Policy`](crate::Policy).
@@ -96,6 +103,11 @@ const PACE_MARGIN: f64 = 0.99;
 const CUT_FACTOR: f64 = 0.9;
 /// The deepest single cut of a learned pace.
 const CUT_FLOOR: f64 = 0.5;
+/// How long the gate holds an origin that keeps answering `Retry-After: 0`
+/// (two zero answers within this span): the header's granularity. A server
+/// that truncates its time (Flask-Limiter, tower-governor) says 0 for
+/// "under a second", and a retry at once lands in the same closed window.
+const ZERO_HOLD: Duration = Duration::from_secs(1);
 /// Longest measuring period before the gate first closes: what an origin
 /// admitted long ago says little about its limit now.
 const EPOCH_MAX: Duration = Duration::from_secs(60);
@@ -110,6 +122,8 @@ pub struct OriginState {
     /// The latest time a server named, uncapped: nothing refused is told to
     /// come back earlier.
     server_until: Duration,
+    /// When the origin last answered a pushback with a zero time.
+    last_zero: Option<Duration>,
     /// Theoretical time of the next slot (GCRA's TAT) while pacing.
     next_slot: Duration,
     /// Requests per second while pacing; 0 when not pacing.
@@ -139,6 +153,7 @@ impl OriginState {
             gate_until: Duration::ZERO,
             gate_span: Duration::ZERO,
             server_until: Duration::ZERO,
+            last_zero: None,
             next_slot: Duration::ZERO,
             rate: 0.0,
             learned: false,
@@ -308,6 +323,10 @@ impl OriginState {
             Outcome::Pushback { retry_in } => {
                 self.on_pushback(cfg, now, retry_in.and_then(|d| now.checked_add(d)));
             }
+            Outcome::Exhausted { reset_in } => {
+                self.on_success(now);
+                self.on_pushback(cfg, now, now.checked_add(reset_in));
+            }
         }
     }
 
@@ -331,7 +350,22 @@ impl OriginState {
                 self.closed = true;
                 self.first_pushback.get_or_insert(now);
             }
-            _ => {
+            Some(_) => {
+                // A zero time (or a past date). Once is believable; an
+                // origin that keeps answering zero is held for the header's
+                // granularity, so the tasks it rejected queue at the gate
+                // (spending no attempt) and leave at the pace it admitted.
+                if let Some(last) = self.last_zero
+                    && now.saturating_sub(last) < ZERO_HOLD
+                {
+                    self.last_zero = None;
+                    let hold = ZERO_HOLD.min(cfg.max_gate);
+                    self.on_pushback(cfg, now, now.checked_add(hold));
+                } else {
+                    self.last_zero = Some(now);
+                }
+            }
+            None => {
                 // No usable server time: slow down without a gate.
                 if self.rate > 0.0 {
                     self.rate = (self.rate * 0.5).max(MIN_RATE);
@@ -347,10 +381,12 @@ impl OriginState {
     #[must_use]
     pub fn encode(&self) -> String {
         format!(
-            "o3 {} {} {} {} {} {} {} {} {} {} {} {}",
+            "o3 {} {} {} {} {} {} {} {} {} {} {} {} {}",
             nanos(self.gate_until),
             nanos(self.gate_span),
             nanos(self.server_until),
+            self.last_zero
+                .map_or_else(|| "-".to_owned(), |t| nanos(t).to_string()),
             nanos(self.next_slot),
             self.rate,
             u8::from(self.learned),
@@ -373,6 +409,7 @@ impl OriginState {
             gate,
             span,
             server,
+            zero,
             next,
             rate,
             learned,
@@ -400,6 +437,10 @@ impl OriginState {
             gate_until: time(gate)?,
             gate_span: time(span)?,
             server_until: time(server)?,
+            last_zero: match *zero {
+                "-" => None,
+                v => Some(time(v)?),
+            },
             next_slot: time(next)?,
             rate,
             learned: flag(learned)?,

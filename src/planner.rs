@@ -40,7 +40,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-pub use crate::pacing::{Admission, BudgetState, OriginState, PacingConfig, RetryBudget};
+pub use crate::pacing::{Admission, BudgetState, OriginState, Outcome, PacingConfig, RetryBudget};
 use crate::policy::{Fallback, InvalidPolicy, Policy};
 use crate::retry_after::Hint;
 
@@ -101,6 +101,26 @@ impl fmt::Display for StopReason {
     }
 }
 
+/// Why a store call made on a task's behalf did not answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreFault {
+    /// The store failed, and fails closed.
+    Unavailable,
+    /// The task's deadline passed first.
+    Deadline,
+}
+
+impl StoreFault {
+    /// The stop reason of a task whose store call ended this way.
+    #[must_use]
+    pub const fn reason(self) -> StopReason {
+        match self {
+            StoreFault::Unavailable => StopReason::StoreUnavailable,
+            StoreFault::Deadline => StopReason::DeadlineExhausted,
+        }
+    }
+}
+
 /// The longest a task may wait for its origin, from [`Planner::admission_limit`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AdmissionLimit {
@@ -108,6 +128,40 @@ pub struct AdmissionLimit {
     pub latest: Duration,
     /// Why the task stops if the origin cannot take it within `latest`.
     pub reason: StopReason,
+}
+
+/// Where the time of a planned retry came from. The
+/// [`code`](HintSource::code) strings are stable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HintSource {
+    /// The server's `Retry-After`. Code `retry_after`.
+    RetryAfter,
+    /// A rate-limit header's reset time (the IETF `RateLimit` field, or a
+    /// declared vendor header): the server's time too. Code `ratelimit`.
+    RateLimit,
+    /// The policy's own fallback delay: the server gave no usable time (no
+    /// `Retry-After`, or a zero one repeated). Spends the retry budget.
+    /// Code `fallback`.
+    Fallback,
+}
+
+impl HintSource {
+    /// The stable snake_case code of this source.
+    #[must_use]
+    pub const fn code(&self) -> &'static str {
+        match self {
+            HintSource::RetryAfter => "retry_after",
+            HintSource::RateLimit => "ratelimit",
+            HintSource::Fallback => "fallback",
+        }
+    }
+}
+
+impl fmt::Display for HintSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.code())
+    }
 }
 
 /// The planner's answer to a pushed-back attempt.
@@ -120,6 +174,8 @@ pub enum Decision {
         until: Instant,
         /// The server's delay (or the fallback delay), without jitter.
         delay: Duration,
+        /// Where `delay` came from.
+        source: HintSource,
     },
     /// Do not retry.
     Stop(StopReason),
@@ -171,6 +227,10 @@ pub struct Pushback {
     /// Whether a missing `Retry-After` falls back to the policy's
     /// [`Fallback`] (true for `429`), or stops (other statuses).
     pub fallback_allowed: bool,
+    /// The time the response's rate-limit headers give a pushed-back
+    /// request ([`RateLimitHint::retry_in`](crate::RateLimitHint::retry_in)),
+    /// measured from `received_at`, when one parsed.
+    pub rate_limit: Option<Duration>,
 }
 
 impl Pushback {
@@ -185,16 +245,52 @@ impl Pushback {
             retry_authorized: true,
             body_replayable: true,
             fallback_allowed: true,
+            rate_limit: None,
         }
     }
 
-    /// The delay the server asked for, if it gave a valid one.
+    /// A pushback for a response with `status` whose `Retry-After` said
+    /// `hint`, and whose rate-limit headers gave `rate_limit`. A missing
+    /// `Retry-After` falls back to the policy's [`Fallback`] on a `429`
+    /// only: any other status without a server time is an outage or a
+    /// refusal, not a rate limit.
+    #[must_use]
+    pub fn from_response(
+        status: http::StatusCode,
+        hint: Hint,
+        server_now: SystemTime,
+        received_at: SystemTime,
+        rate_limit: Option<Duration>,
+    ) -> Self {
+        Pushback {
+            hint,
+            server_now,
+            received_at,
+            retry_authorized: true,
+            body_replayable: true,
+            fallback_allowed: status == http::StatusCode::TOO_MANY_REQUESTS,
+            rate_limit,
+        }
+    }
+
+    /// The delay the server's `Retry-After` asked for, if it gave a valid
+    /// one (a past date is zero).
+    #[must_use]
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.hint.value().map(|v| v.delay_from(self.server_now))
+    }
+
+    /// The server's time: a valid `Retry-After` above zero wins; a missing
+    /// or zero one gives way to a rate-limit reset above zero; a zero one
+    /// with no later reset is zero. `None` when the server gave no usable
+    /// time.
     #[must_use]
     pub fn server_delay(&self) -> Option<Duration> {
-        match self.hint {
-            Hint::Delay(d) => Some(d),
-            Hint::At(at) => Some(at.duration_since(self.server_now).unwrap_or(Duration::ZERO)),
-            Hint::Missing | Hint::Invalid(_) => None,
+        let later_reset = self.rate_limit.filter(|d| !d.is_zero());
+        match self.retry_after() {
+            Some(d) if !d.is_zero() => Some(d),
+            Some(zero) => Some(later_reset.unwrap_or(zero)),
+            None => later_reset,
         }
     }
 
@@ -218,6 +314,10 @@ pub struct TaskState {
     /// `max_total_wait`, so it never turns a wait the budgets allow into a
     /// stop.
     jitter: Duration,
+    /// Pushbacks of this task that gave a zero time (and no later reset).
+    zeros: u32,
+    /// Where the time of the last planned retry came from.
+    source: Option<HintSource>,
     ready_at: Option<Instant>,
     active: bool,
 }
@@ -231,6 +331,8 @@ impl TaskState {
             attempts: 0,
             waited: Duration::ZERO,
             jitter: Duration::ZERO,
+            zeros: 0,
+            source: None,
             ready_at: None,
             active: false,
         }
@@ -260,6 +362,13 @@ impl TaskState {
     /// in a paced queue) toward `max_total_wait`.
     pub fn add_wait(&mut self, d: Duration) {
         self.waited = self.waited.saturating_add(d);
+    }
+
+    /// Where the time the last pushback asked for came from (also when the
+    /// task then stopped, e.g. on a reset past `max_wait`).
+    #[must_use]
+    pub fn hint_source(&self) -> Option<HintSource> {
+        self.source
     }
 
     /// The absolute deadline of the task.
@@ -346,15 +455,13 @@ impl Planner {
         if now >= task.deadline {
             return stop(task, StopReason::DeadlineExhausted);
         }
-        let delay = match pushback.hint {
-            Hint::Invalid(_) => return stop(task, StopReason::InvalidRetryAfter),
-            // A local delay, not the server's: capped at `max_wait`.
-            Hint::Missing => match p.missing_retry_after {
-                Fallback::Delay(d) if pushback.fallback_allowed => d.min(p.max_wait),
-                _ => return stop(task, StopReason::MissingRetryAfter),
-            },
-            Hint::Delay(_) | Hint::At(_) => pushback.server_delay().unwrap_or(Duration::MAX),
+        if let Hint::Invalid(_) = pushback.hint {
+            return stop(task, StopReason::InvalidRetryAfter);
+        }
+        let Some((delay, source)) = self.delay(task, pushback) else {
+            return stop(task, StopReason::MissingRetryAfter);
         };
+        task.source = Some(source);
         if delay > p.max_wait {
             return stop(task, StopReason::WaitBudgetExhausted);
         }
@@ -370,6 +477,7 @@ impl Planner {
             return Decision::Wait {
                 until: planned,
                 delay,
+                source,
             };
         }
         let counted_to = planned.unwrap_or(now);
@@ -403,7 +511,107 @@ impl Planner {
         task.jitter = task.jitter.saturating_add(jitter);
         task.waited = budgeted.saturating_add(task.jitter);
         task.ready_at = Some(until);
-        Decision::Wait { until, delay }
+        Decision::Wait {
+            until,
+            delay,
+            source,
+        }
+    }
+
+    /// The delay of a retry and where it comes from, or `None` when the
+    /// policy does not retry without a server time. The rows:
+    ///
+    /// - a valid `Retry-After` above zero: the server's time;
+    /// - else a rate-limit reset above zero: the server's time too;
+    /// - a zero `Retry-After` (or a past date) the task meets for the
+    ///   first time: retry at once (plus jitter). The origin's gate holds
+    ///   every task for a second if the origin keeps answering zero (see
+    ///   [`OriginState::on_pushback`]);
+    /// - a zero the task meets again: the fallback delay, doubled for each
+    ///   zero after the second, capped at `max_wait` (a truncating server
+    ///   says 0 for "under a second", and a retry at once lands in the same
+    ///   closed window);
+    /// - no `Retry-After` on a `429`: the fallback delay; on another
+    ///   status, none.
+    ///
+    /// An invalid `Retry-After` is stopped on by the caller before this.
+    fn delay(&self, task: &mut TaskState, pushback: &Pushback) -> Option<(Duration, HintSource)> {
+        let p = &self.policy;
+        let fallback = |factor: u32| match p.missing_retry_after {
+            Fallback::Delay(d) => Some((
+                d.saturating_mul(factor).min(p.max_wait),
+                HintSource::Fallback,
+            )),
+            Fallback::Stop => None,
+        };
+        let later_reset = pushback.rate_limit.filter(|d| !d.is_zero());
+        match pushback.retry_after() {
+            Some(d) if !d.is_zero() => Some((d, HintSource::RetryAfter)),
+            Some(zero) => {
+                if let Some(reset) = later_reset {
+                    return Some((reset, HintSource::RateLimit));
+                }
+                task.zeros = task.zeros.saturating_add(1);
+                match task.zeros {
+                    1 => Some((zero, HintSource::RetryAfter)),
+                    n => fallback(1u32 << (n - 2).min(16)),
+                }
+            }
+            None => match later_reset {
+                Some(reset) => Some((reset, HintSource::RateLimit)),
+                None if pushback.fallback_allowed => fallback(1),
+                None => None,
+            },
+        }
+    }
+
+    /// The retry-budget row: a retry the server gave no time for
+    /// ([`HintSource::Fallback`]) needs a token from the client-wide
+    /// budget; `granted` is the store's answer to that withdrawal. A retry
+    /// at the server's own time spends nothing and is returned unchanged.
+    pub fn spend_budget(
+        &self,
+        task: &mut TaskState,
+        decision: Decision,
+        granted: Result<bool, StoreFault>,
+    ) -> Decision {
+        let reason = match granted {
+            Ok(true) => return decision,
+            Ok(false) => StopReason::RetryBudgetExhausted,
+            Err(fault) => fault.reason(),
+        };
+        task.ready_at = None;
+        Decision::Stop(reason)
+    }
+
+    /// Whether `decision` needs a token from the retry budget.
+    #[must_use]
+    pub fn needs_budget(&self, decision: &Decision) -> bool {
+        matches!(
+            decision,
+            Decision::Wait {
+                source: HintSource::Fallback,
+                ..
+            }
+        ) && self.policy.retry_budget.enabled
+    }
+
+    /// What a pushed-back answer tells the origin's shared state: the
+    /// server's time (uncapped; the gate caps it at `max_wait`), zero for a
+    /// zero `Retry-After` (so an origin that keeps answering zero is held
+    /// for a second), or, when a repeated zero made the task fall back, the
+    /// fallback delay it waits (so the gate and pacing keep working).
+    #[must_use]
+    pub fn origin_outcome(&self, pushback: &Pushback, decision: &Decision) -> Outcome {
+        let retry_in = match decision {
+            Decision::Wait {
+                delay,
+                source: HintSource::Fallback,
+                ..
+            } if pushback.retry_after().is_some() => Some(*delay),
+            _ => pushback.server_delay(),
+        };
+        Outcome::Pushback { retry_in }
     }
 
     /// How long from `now` `task` may wait for its origin (at a closed gate

@@ -10,6 +10,7 @@ use std::time::Duration;
 use http::StatusCode;
 
 use crate::pacing::{PacingConfig, RetryBudget};
+use crate::ratelimit::RateLimitHeaders;
 
 /// What to do with a pushed-back response that has no `Retry-After`.
 ///
@@ -55,6 +56,8 @@ pub struct Policy {
     pub(crate) origin_gate: bool,
     pub(crate) pacing: bool,
     pub(crate) retry_budget: RetryBudget,
+    pub(crate) rate_limit_headers: RateLimitHeaders,
+    pub(crate) proactive_gate: bool,
 }
 
 impl Default for Policy {
@@ -79,6 +82,10 @@ impl Default for Policy {
     ///   the origin was seen to admit, not all at once.
     /// - `retry_budget`: [`RetryBudget::default()`] (20% of first sends plus
     ///   10 a second), spent only by retries the server gave no time for.
+    /// - `rate_limit_headers`: [`RateLimitHeaders::ietf()`]: the IETF
+    ///   `RateLimit` fields, in their unambiguous forms only.
+    /// - `proactive_gate`: on. A response whose rate-limit headers say the
+    ///   quota is exhausted holds the origin until the reset.
     fn default() -> Self {
         Policy {
             max_attempts: 3,
@@ -95,6 +102,8 @@ impl Default for Policy {
             origin_gate: true,
             pacing: true,
             retry_budget: RetryBudget::default(),
+            rate_limit_headers: RateLimitHeaders::ietf(),
+            proactive_gate: true,
         }
     }
 }
@@ -197,6 +206,49 @@ impl Policy {
     pub fn retry_budget(mut self, budget: RetryBudget) -> Self {
         self.retry_budget = budget;
         self
+    }
+
+    /// Which rate-limit headers are read beside `Retry-After` (default
+    /// [`RateLimitHeaders::ietf()`]). A pushback without a valid
+    /// `Retry-After` (or with a zero one) waits for a reset time these
+    /// headers give, as the server's time; a status these headers declare
+    /// (GitHub's `403` with `x-ratelimit-remaining: 0`) is a pushback only
+    /// when they say the quota is exhausted.
+    ///
+    /// ```
+    /// use reqwest_backpressure::{Policy, RateLimitHeaders};
+    /// let policy = Policy::default()
+    ///     .rate_limit_headers(RateLimitHeaders::ietf().and(RateLimitHeaders::github()));
+    /// assert!(policy.validate().is_ok());
+    /// ```
+    #[must_use]
+    pub fn rate_limit_headers(mut self, headers: RateLimitHeaders) -> Self {
+        self.rate_limit_headers = headers;
+        self
+    }
+
+    /// Whether a response (a `200` too) whose rate-limit headers say the
+    /// quota is exhausted (`r=0`, remaining 0) and give a reset time closes
+    /// the origin's gate until then (capped at `max_wait`, like a
+    /// `Retry-After`), so the next requests wait instead of collecting
+    /// `429`s. Needs `origin_gate`; shared through the store like the gate.
+    #[must_use]
+    pub fn proactive_gate(mut self, on: bool) -> Self {
+        self.proactive_gate = on;
+        self
+    }
+
+    /// Whether a response with `status` is a pushback, given what its
+    /// rate-limit headers said: one of [`statuses`](Self::statuses), or a
+    /// status the rate-limit headers declare, with the quota exhausted.
+    #[must_use]
+    pub fn is_pushback(&self, status: StatusCode, exhausted: bool) -> bool {
+        self.is_retry_status(status)
+            || (exhausted
+                && self
+                    .rate_limit_headers
+                    .pushback_statuses()
+                    .contains(&status))
     }
 
     pub(crate) fn pacing_config(&self) -> PacingConfig {

@@ -194,6 +194,16 @@ impl Hint {
         }
     }
 
+    /// The valid value, if the field was present and valid.
+    #[must_use]
+    pub fn value(&self) -> Option<RetryAfter> {
+        match *self {
+            Hint::Delay(d) => Some(RetryAfter::Delay(d)),
+            Hint::At(t) => Some(RetryAfter::At(t)),
+            Hint::Missing | Hint::Invalid(_) => None,
+        }
+    }
+
     /// A short stable name of the hint's kind, for logs: `missing`, `delay`,
     /// `date` or `invalid`.
     #[must_use]

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use http::StatusCode;
 use proptest::prelude::*;
 use reqwest_backpressure::planner::{
-    AlreadyActive, Claim, Decision, KeyedPlanner, Planner, Pushback, TaskState,
+    AlreadyActive, Claim, Decision, HintSource, KeyedPlanner, Planner, Pushback, TaskState,
 };
 use reqwest_backpressure::{
     Fallback, Hint, InvalidPolicy, Policy, RetryAfterMiddleware, StopReason, parse_retry_after,
@@ -61,7 +61,7 @@ fn sent(planner: &Planner, deadline: Instant, now: Instant) -> TaskState {
 fn code(decision: Decision) -> &'static str {
     match decision {
         Decision::Stop(reason) => reason.code(),
-        Decision::Wait { until, delay } => {
+        Decision::Wait { until, delay, .. } => {
             panic!("expected a stop, got Wait {{ until: {until:?}, delay: {delay:?} }}")
         }
     }
@@ -206,7 +206,8 @@ fn row_6_missing_retry_after_with_fallback_delay_waits() {
         d,
         Decision::Wait {
             until: now + secs(2),
-            delay: secs(2)
+            delay: secs(2),
+            source: HintSource::Fallback,
         }
     );
     assert_eq!(task.ready_at(), Some(now + secs(2)));
@@ -324,7 +325,8 @@ fn row_10_otherwise_wait_until_now_plus_delay() {
         d,
         Decision::Wait {
             until: now + secs(5),
-            delay: secs(5)
+            delay: secs(5),
+            source: HintSource::RetryAfter,
         }
     );
     assert_eq!(task.ready_at(), Some(now + secs(5)));
@@ -341,7 +343,8 @@ fn row_10_otherwise_wait_until_now_plus_delay() {
         p.plan(&mut task, &pb, now, 0),
         Decision::Wait {
             until: now + secs(7),
-            delay: secs(7)
+            delay: secs(7),
+            source: HintSource::RetryAfter,
         }
     );
 
@@ -354,7 +357,8 @@ fn row_10_otherwise_wait_until_now_plus_delay() {
         p.plan(&mut task, &pb, now, 0),
         Decision::Wait {
             until: now,
-            delay: Duration::ZERO
+            delay: Duration::ZERO,
+            source: HintSource::RetryAfter,
         }
     );
 }
@@ -509,7 +513,8 @@ fn jitter_bounds() {
         d,
         Decision::Wait {
             until: base,
-            delay: secs(5)
+            delay: secs(5),
+            source: HintSource::RetryAfter,
         }
     );
 
@@ -531,7 +536,7 @@ fn jitter_is_never_earlier_than_the_server_time() {
     for i in 0..1_000u64 {
         seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(i);
         let mut task = sent(&p, t0 + secs(60), t0);
-        let Decision::Wait { until, delay } = p.plan(&mut task, &delay(3), t0, seed) else {
+        let Decision::Wait { until, delay, .. } = p.plan(&mut task, &delay(3), t0, seed) else {
             panic!("stopped");
         };
         assert_eq!(
@@ -1085,6 +1090,7 @@ fn make_pushback(
         retry_authorized: authorized,
         body_replayable: replayable,
         fallback_allowed,
+        rate_limit: None,
     }
 }
 
@@ -1093,6 +1099,8 @@ fn make_pushback(
 struct Model {
     active: bool,
     last_attempt: u32,
+    /// Pushbacks planned so far (each may add jitter once).
+    plans: u32,
 }
 
 enum Outcome {
@@ -1136,13 +1144,27 @@ fn check_step(
         }
         Outcome::Plan(pb, decision) => {
             model.active = false;
+            model.plans += 1;
             prop_assert_eq!(after.attempts(), before.attempts(), "plan sends nothing");
             match decision {
-                Decision::Wait { until, delay } => {
-                    // Never before the server's time (or the fallback delay).
-                    match pb.server_delay() {
-                        Some(server) => prop_assert_eq!(delay, server),
-                        None => prop_assert_eq!(pb.hint, Hint::Missing),
+                Decision::Wait {
+                    until,
+                    delay,
+                    source,
+                } => {
+                    // Never before the server's time (or the fallback delay):
+                    // exactly the server's time, or, on a zero the task met
+                    // again, the fallback delay above it.
+                    match (pb.server_delay(), source) {
+                        (Some(server), HintSource::Fallback) => {
+                            prop_assert_eq!(server, Duration::ZERO);
+                            prop_assert!(delay >= server);
+                        }
+                        (Some(server), _) => prop_assert_eq!(delay, server),
+                        (None, _) => {
+                            prop_assert_eq!(pb.hint, Hint::Missing);
+                            prop_assert_eq!(source, HintSource::Fallback);
+                        }
                     }
                     prop_assert!(until >= now + delay, "until before now + delay");
                     // Never at or after deadline - send_reserve.
@@ -1176,7 +1198,7 @@ fn check_step(
     // what is left of it, so only jitter already spent lies beyond it.
     prop_assert!(after.budgeted_wait() <= limits.max_total_wait);
     prop_assert!(
-        after.waited() <= limits.max_total_wait + limits.jitter * limits.max_attempts,
+        after.waited() <= limits.max_total_wait + limits.jitter * model.plans,
         "{:?} waited",
         after.waited()
     );
@@ -1284,7 +1306,8 @@ fn a_fallback_delay_over_max_wait_is_capped_not_refused() {
         planner.plan(&mut task, &pb, t0, u64::MAX),
         Decision::Wait {
             until: t0 + secs(1),
-            delay: secs(1)
+            delay: secs(1),
+            source: HintSource::Fallback,
         }
     );
 }

@@ -1,0 +1,475 @@
+//! One task: a request from its first send to the answer it returns.
+//!
+//! The loop the README describes, and nothing else: take the key's lease,
+//! then until the task ends: wait for the origin (gate, pace), claim an
+//! attempt, send it, and on a pushback ask the planner when to retry. Every
+//! store call goes through this file, bounded by the task's deadline; every
+//! decision is the planner's.
+
+use std::future::Future;
+use std::time::SystemTime;
+
+use http::{Extensions, StatusCode};
+use reqwest::{Request, Response};
+use reqwest_middleware::Next;
+use tokio::time::Instant;
+
+use crate::error::Error;
+use crate::extensions::{Attempt, IdempotencyKey, RetryReport};
+use crate::middleware::origin_of;
+use crate::pacing::{Admission, Outcome};
+use crate::planner::{Claim, Decision, Planner, Pushback, StopReason, StoreFault, TaskState};
+use crate::ratelimit::RateLimitHint;
+use crate::retry_after::{Hint, server_date};
+use crate::store::{LeaseToken, Store, StoreError};
+
+/// What the request's contract allows, known before any send.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Contract {
+    /// An idempotent method, or an idempotency key.
+    pub(crate) retry_authorized: bool,
+    /// The body is not a stream.
+    pub(crate) replayable: bool,
+}
+
+/// Why a task ended before a send.
+#[derive(Debug)]
+enum Halt {
+    /// The planner, or a store call that could not answer in time.
+    Stop(StopReason),
+    /// The store failed, and fails closed.
+    Store(StoreError),
+    /// The origin (gate or paced queue) cannot take the task in time.
+    Refused {
+        reason: StopReason,
+        retry_at: Option<SystemTime>,
+    },
+}
+
+impl Halt {
+    /// The stop code of a task that holds a pushback.
+    fn reason(&self) -> StopReason {
+        match self {
+            Halt::Stop(reason) | Halt::Refused { reason, .. } => *reason,
+            Halt::Store(_) => StopReason::StoreUnavailable,
+        }
+    }
+
+    /// The error of a task that sent nothing yet.
+    fn into_error(self) -> Error {
+        match self {
+            Halt::Refused { retry_at, .. } => Error::OriginGateClosed { retry_at },
+            Halt::Store(e) => Error::Store(e),
+            Halt::Stop(_) => Error::DeadlineExhausted,
+        }
+    }
+}
+
+impl From<StoreFault> for Halt {
+    fn from(fault: StoreFault) -> Self {
+        Halt::Stop(fault.reason())
+    }
+}
+
+/// Frees a key's lease when the task ends in any way: success, error, or
+/// the future being dropped mid-wait.
+struct LeaseGuard<'a, S: Store> {
+    store: &'a S,
+    key: String,
+    token: LeaseToken,
+}
+
+impl<S: Store> Drop for LeaseGuard<'_, S> {
+    fn drop(&mut self) {
+        self.store.release(&self.key, self.token);
+    }
+}
+
+/// One task: its planner state, its origin and its last pushback.
+pub(crate) struct Task<'a, S> {
+    planner: &'a Planner,
+    store: &'a S,
+    /// The origin the request is sent to (`scheme://host:port`).
+    origin: String,
+    state: TaskState,
+    /// When the caller may usefully send again, from the last pushback.
+    retry_at: Option<SystemTime>,
+    /// The last pushback, returned if the task stops before its retry.
+    last: Option<Response>,
+}
+
+impl<'a, S: Store> Task<'a, S> {
+    pub(crate) fn new(
+        planner: &'a Planner,
+        store: &'a S,
+        origin: String,
+        deadline: Instant,
+    ) -> Self {
+        Task {
+            planner,
+            store,
+            origin,
+            state: TaskState::new(deadline),
+            retry_at: None,
+            last: None,
+        }
+    }
+
+    /// Runs the task to its end.
+    pub(crate) async fn run(
+        mut self,
+        request: Request,
+        key: Option<IdempotencyKey>,
+        contract: Contract,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> reqwest_middleware::Result<Response> {
+        let _lease = match key {
+            Some(key) => Some(self.acquire(key).await?),
+            None => None,
+        };
+        let max_attempts = self.planner.policy().max_attempts;
+        let mut original = Some(request);
+        loop {
+            // Wait at the origin's gate and for a paced slot: no attempt is
+            // spent here.
+            if let Err(halt) = self.admit().await {
+                return self.halt(halt);
+            }
+            let attempt = match self.planner.claim(&mut self.state, Instant::now()) {
+                Claim::Send { attempt } => attempt,
+                Claim::Stop(reason) => return self.halt(Halt::Stop(reason)),
+                // Unreachable with this loop: every wait is followed by a
+                // claim at or after its time, and no attempt is in flight.
+                Claim::NotYet(_) | Claim::Active | Claim::NothingPlanned => {
+                    return self.halt(Halt::Stop(StopReason::DeadlineExhausted));
+                }
+            };
+            let Some(pending) = original.take() else {
+                return self.halt(Halt::Stop(StopReason::BodyNotReplayable));
+            };
+            // Keep a copy for a retry unless this is the last attempt or the
+            // body is a stream (sent once; a pushback then stops with
+            // `body_not_replayable`).
+            let this = match (attempt < max_attempts && contract.replayable)
+                .then(|| pending.try_clone())
+                .flatten()
+            {
+                Some(copy) => {
+                    original = Some(pending);
+                    copy
+                }
+                None => pending,
+            };
+            extensions.insert(Attempt::new(attempt));
+            let response = self.send(this, extensions, next.clone()).await?;
+            match self.answer(response, attempt, contract).await {
+                Ok(done) => return done,
+                Err(until) => tokio::time::sleep_until(until).await,
+            }
+        }
+    }
+
+    /// Sends one attempt, bounded by the deadline. A transport error or
+    /// timeout has an unknown outcome: it is returned as is, never treated
+    /// as a pushback.
+    async fn send(
+        &self,
+        mut request: Request,
+        extensions: &mut Extensions,
+        next: Next<'_>,
+    ) -> reqwest_middleware::Result<Response> {
+        let deadline = self.state.deadline();
+        // Trim a timeout the caller set to what is left of the deadline;
+        // without one, the deadline bounds the attempt below (and the
+        // client's own timeout, if any, still applies).
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if let Some(t) = request.timeout_mut() {
+            *t = (*t).min(remaining);
+        }
+        match tokio::time::timeout_at(deadline, next.run(request, extensions)).await {
+            Ok(result) => result,
+            Err(_) => Err(Error::AttemptTimedOut.into()),
+        }
+    }
+
+    /// What to do with an answer: the task's result, or when to retry.
+    async fn answer(
+        &mut self,
+        response: Response,
+        attempt: u32,
+        contract: Contract,
+    ) -> Result<reqwest_middleware::Result<Response>, Instant> {
+        let policy = self.planner.policy();
+        let status = response.status();
+        // Gate, pace and logs belong to the origin that answered: after a
+        // redirect, that is not the request's.
+        let answered = origin_of(response.url());
+        let received_at = SystemTime::now();
+        let rate_limit = self.rate_limit(&response, received_at);
+        if !policy.is_pushback(status, rate_limit.exhausted()) {
+            self.planner.finish(&mut self.state);
+            let outcome = match rate_limit.reset() {
+                Some(reset_in) if policy.proactive_gate && rate_limit.exhausted() => {
+                    Outcome::Exhausted { reset_in }
+                }
+                _ => Outcome::Admitted,
+            };
+            self.record(&answered, outcome).await;
+            return Ok(self.finish(response, None));
+        }
+
+        let headers = response.headers();
+        let hint = Hint::from_headers(headers);
+        let pushback = Pushback {
+            hint,
+            server_now: server_date(headers).unwrap_or(received_at),
+            received_at,
+            retry_authorized: contract.retry_authorized,
+            body_replayable: contract.replayable,
+            fallback_allowed: status == StatusCode::TOO_MANY_REQUESTS,
+            rate_limit: rate_limit.retry_in(),
+        };
+        self.retry_at = pushback.retry_at();
+        let now = Instant::now();
+        let mut decision = self
+            .planner
+            .plan(&mut self.state, &pushback, now, fastrand::u64(..));
+        self.record(&answered, self.planner.origin_outcome(&pushback, &decision))
+            .await;
+        if self.planner.needs_budget(&decision) {
+            let budget = &policy.retry_budget;
+            let granted = self.bounded(self.store.withdraw_retry(budget)).await;
+            decision = self
+                .planner
+                .spend_budget(&mut self.state, decision, granted);
+        }
+        log_decision(&answered, &response, attempt, &hint, &self.state, &decision);
+        match decision {
+            Decision::Stop(reason) => Ok(self.finish(response, Some(reason))),
+            Decision::Wait { until, .. } => {
+                // Keep the pushed-back response: if the retry cannot be
+                // sent after all, the caller gets what the server said.
+                self.last = Some(response);
+                Err(until)
+            }
+        }
+    }
+
+    /// What the response's rate-limit headers say, when the policy reads
+    /// them and the answer could use them (a pushback, a status they
+    /// declare, or any answer when the proactive gate is on).
+    fn rate_limit(&self, response: &Response, received_at: SystemTime) -> RateLimitHint {
+        let policy = self.planner.policy();
+        let headers = &policy.rate_limit_headers;
+        let status = response.status();
+        let useful = (policy.proactive_gate && policy.origin_gate)
+            || policy.is_retry_status(status)
+            || headers.pushback_statuses().contains(&status);
+        if !useful || headers.is_empty() {
+            return RateLimitHint::default();
+        }
+        let server_now = server_date(response.headers()).unwrap_or(received_at);
+        headers.read(response.headers(), server_now)
+    }
+
+    /// Takes the lease of `key` (scoped to the origin, so one key against
+    /// two APIs does not collide).
+    async fn acquire(&self, key: IdempotencyKey) -> Result<LeaseGuard<'a, S>, Error> {
+        let lease_key = format!("{} {}", self.origin, key.as_str());
+        let ttl = self
+            .state
+            .deadline()
+            .saturating_duration_since(Instant::now());
+        match self.bounded_raw(self.store.acquire(&lease_key, ttl)).await {
+            Some(Ok(Some(token))) => Ok(LeaseGuard {
+                store: self.store,
+                key: lease_key,
+                token,
+            }),
+            Some(Ok(None)) => Err(Error::AlreadyActive),
+            Some(Err(e)) => Err(Error::Store(e)),
+            None => Err(Error::DeadlineExhausted),
+        }
+    }
+
+    /// Waits until the origin admits this task: its gate is open and its
+    /// paced slot has come, within the planner's
+    /// [admission limit](Planner::admission_limit). The task's first send
+    /// deposits into the retry budget, once however often it asks.
+    async fn admit(&mut self) -> Result<(), Halt> {
+        let policy = self.planner.policy();
+        let pacing = policy.pacing_config();
+        let mut deposit = self.state.attempts() == 0;
+        loop {
+            let limit = self.planner.admission_limit(&self.state, Instant::now());
+            let admission = self
+                .bounded_raw(self.store.admit(
+                    &self.origin,
+                    pacing,
+                    &policy.retry_budget,
+                    limit.latest,
+                    deposit,
+                ))
+                .await
+                .ok_or(Halt::Stop(StopReason::DeadlineExhausted))?
+                .map_err(Halt::Store)?;
+            deposit = false;
+            let wait = match admission {
+                Admission::Now => return Ok(()),
+                Admission::Refused { free_in } => {
+                    // Never earlier than the server's time, and a caller who
+                    // reschedules then does not rejoin the same queue.
+                    let retry_at = SystemTime::now().checked_add(free_in);
+                    self.retry_at = self.retry_at.max(retry_at);
+                    return Err(Halt::Refused {
+                        reason: limit.reason,
+                        retry_at,
+                    });
+                }
+                Admission::GateClosed(d) | Admission::SlotReserved(d) => d,
+            };
+            // Measured from after the store's answer, never early.
+            let slept = Instant::now();
+            tokio::time::sleep(wait).await;
+            self.state.add_wait(slept.elapsed());
+            if let Admission::SlotReserved(_) = admission {
+                // A probe rejected while we slept closed the gate again:
+                // queue anew instead of following it into the rejection.
+                let gate = self
+                    .bounded_raw(self.store.gate(&self.origin))
+                    .await
+                    .ok_or(Halt::Stop(StopReason::DeadlineExhausted))?
+                    .map_err(Halt::Store)?;
+                if gate.is_none() {
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// Records what `origin` answered. A store that cannot record it (in
+    /// time) costs the shared view one observation, never the caller's
+    /// response.
+    async fn record(&self, origin: &str, outcome: Outcome) {
+        let pacing = self.planner.policy().pacing_config();
+        let result = self
+            .bounded_raw(self.store.record(origin, pacing, outcome))
+            .await;
+        #[cfg(feature = "tracing")]
+        if !matches!(result, Some(Ok(()))) {
+            tracing::warn!(
+                origin,
+                "reqwest-backpressure: could not record an answer in the store"
+            );
+        }
+        #[cfg(not(feature = "tracing"))]
+        let _ = result;
+    }
+
+    /// `fut`, unless the task's deadline passes first.
+    async fn bounded_raw<T>(&self, fut: impl Future<Output = T>) -> Option<T> {
+        tokio::time::timeout_at(self.state.deadline(), fut)
+            .await
+            .ok()
+    }
+
+    /// A store call's answer, or why it gave none.
+    async fn bounded<T>(
+        &self,
+        fut: impl Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreFault> {
+        match self.bounded_raw(fut).await {
+            Some(Ok(v)) => Ok(v),
+            Some(Err(_)) => Err(StoreFault::Unavailable),
+            None => Err(StoreFault::Deadline),
+        }
+    }
+
+    /// Ends the task before a send: with the last pushback and the halt's
+    /// stop code, or, if nothing was answered yet, with the halt's error.
+    fn halt(mut self, halt: Halt) -> reqwest_middleware::Result<Response> {
+        match self.last.take() {
+            Some(response) => {
+                let retry_at = self.retry_at;
+                Ok(self.report(response, Some(halt.reason()), retry_at))
+            }
+            None => Err(halt.into_error().into()),
+        }
+    }
+
+    /// Ends the task with `response`.
+    fn finish(
+        &self,
+        response: Response,
+        stop_reason: Option<StopReason>,
+    ) -> reqwest_middleware::Result<Response> {
+        Ok(self.report(response, stop_reason, stop_reason.and(self.retry_at)))
+    }
+
+    fn report(
+        &self,
+        mut response: Response,
+        stop_reason: Option<StopReason>,
+        retry_at: Option<SystemTime>,
+    ) -> Response {
+        response.extensions_mut().insert(RetryReport {
+            attempts: self.state.attempts(),
+            waited: self.state.waited(),
+            stop_reason,
+            retry_at,
+            hint_source: self.state.hint_source(),
+        });
+        response
+    }
+}
+
+#[cfg(feature = "tracing")]
+fn log_decision(
+    origin: &str,
+    response: &Response,
+    attempt: u32,
+    hint: &Hint,
+    state: &TaskState,
+    decision: &Decision,
+) {
+    use http::header::RETRY_AFTER;
+    // Only `Retry-After`, truncated, ever leaves as a header value.
+    let retry_after = response
+        .headers()
+        .get(RETRY_AFTER)
+        .map(|v| {
+            let v = String::from_utf8_lossy(v.as_bytes());
+            v.chars().take(64).collect::<String>()
+        })
+        .unwrap_or_default();
+    let source = state.hint_source().map_or("none", |s| s.code());
+    match decision {
+        Decision::Wait { until, delay, .. } => tracing::debug!(
+            origin,
+            status = response.status().as_u16(),
+            hint = hint.kind(),
+            source,
+            retry_after = %retry_after,
+            attempt,
+            decision = "wait",
+            delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+            wait_ms = u64::try_from(until.saturating_duration_since(Instant::now()).as_millis()).unwrap_or(u64::MAX),
+            "reqwest-backpressure: retry planned"
+        ),
+        Decision::Stop(reason) => tracing::info!(
+            origin,
+            status = response.status().as_u16(),
+            hint = hint.kind(),
+            source,
+            retry_after = %retry_after,
+            attempt,
+            decision = "stop",
+            code = reason.code(),
+            "reqwest-backpressure: not retrying"
+        ),
+    }
+}
+
+#[cfg(not(feature = "tracing"))]
+fn log_decision(_: &str, _: &Response, _: u32, _: &Hint, _: &TaskState, _: &Decision) {}
