@@ -4,6 +4,7 @@
 mod middleware;
 mod parser;
 mod planner;
+mod rate_limited;
 mod ratelimit;
 #[cfg(feature = "redis")]
 mod redis;
