@@ -7,7 +7,7 @@
 //! ```
 //!
 //! Each scenario runs against its own embedded server on 127.0.0.1 (its own
-//! origin, so the scenarios are independent). Scenarios a to g run at once:
+//! origin, so the scenarios are independent). Scenarios a to g and i run at once:
 //! the server prints every arrival; the client prints how each call ended.
 //! Then scenario h sends 40 requests at once to a rate-limited server and
 //! prints what that server saw, window by window: one rejected burst, then
@@ -43,6 +43,9 @@ enum Reply {
     PushBack(u16, &'static str),
     /// A `429` whose `Retry-After` is an HTTP-date this many seconds ahead.
     PushBackUntil(u64),
+    /// A `429` with no `Retry-After`, only the IETF `RateLimit` fields:
+    /// quota exhausted, reset this many seconds ahead.
+    RateLimited(u64),
 }
 
 /// One scenario: a request, the server's script, and the expected outcome.
@@ -155,6 +158,19 @@ fn scenarios() -> Vec<Scenario> {
             expect_code: Some("invalid_retry_after"),
             expect_text: "invalid: stops, never guesses",
         },
+        Scenario {
+            label: "i",
+            method: Method::GET,
+            path: "/quota",
+            key: None,
+            deadline: Duration::from_secs(5),
+            replies: vec![RateLimited(2), Status(200)],
+            server_says: "429 RateLimit: r=0;t=2 (no Retry-After)",
+            expect_status: 200,
+            expect_attempts: 2,
+            expect_code: None,
+            expect_text: "waits for the reset: 200",
+        },
     ]
 }
 
@@ -217,6 +233,7 @@ impl Respond for Scripted {
                     .unwrap_or_default();
                 (429, Some(date.to_string()), Some(now + until))
             }
+            Reply::RateLimited(secs) => (429, None, Some(now + Duration::from_secs(secs))),
         };
         let key = request
             .headers
@@ -230,6 +247,9 @@ impl Respond for Scripted {
         );
         if let Some(value) = &retry_after {
             let _ = write!(text, "  Retry-After: {value}");
+        }
+        if let Reply::RateLimited(secs) = reply {
+            let _ = write!(text, "  RateLimit: \"demo\";r=0;t={secs}");
         }
         if let Some(key) = &key {
             let _ = write!(text, "  (got Idempotency-Key: {key})");
@@ -247,6 +267,11 @@ impl Respond for Scripted {
         let mut response = ResponseTemplate::new(status);
         if let Some(value) = retry_after {
             response = response.insert_header("retry-after", value.as_str());
+        }
+        if let Reply::RateLimited(secs) = reply {
+            response = response
+                .insert_header("ratelimit", format!("\"demo\";r=0;t={secs}").as_str())
+                .insert_header("ratelimit-policy", format!("\"demo\";q=10;w={secs}").as_str());
         }
         response
     }
@@ -678,7 +703,7 @@ async fn main() -> ExitCode {
         n = policy.get_max_attempts(),
     );
     println!(
-        "scenarios a-g (all at once, each against its own local server on 127.0.0.1), then h on its own:"
+        "scenarios a-g and i (all at once, each against its own local server on 127.0.0.1), then h on its own:"
     );
     println!("     {:<18} {:<39} expected", "request", "server answers");
     for s in &scenarios {
@@ -727,7 +752,7 @@ async fn main() -> ExitCode {
     .await;
     println!();
 
-    // Scenario h, once a to g are done, so their timeline stays readable.
+    // Scenario h, once the others are done, so their timeline stays readable.
     let burst = run_burst(&policy).await;
     let total = timeline.start.elapsed();
 
