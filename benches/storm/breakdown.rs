@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use crate::outcome::Row;
 use crate::report::secs;
-use crate::server::Arrival;
+use crate::server::Admission;
 
 /// The breakdown of `row`: its notes, how tasks spent their sends, and one
 /// line per one-second window of the server's clock.
@@ -24,7 +24,8 @@ pub(crate) fn details(row: &Row) -> String {
     let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|");
     let last_window = s.arrivals.iter().map(|a| a.at.as_secs()).max().unwrap_or(0);
     for k in 0..=last_window {
-        let in_window: Vec<&Arrival> = s.arrivals.iter().filter(|a| a.at.as_secs() == k).collect();
+        let in_window: Vec<&Admission> =
+            s.arrivals.iter().filter(|a| a.at.as_secs() == k).collect();
         if !in_window.is_empty() {
             window_line(&mut out, k, &in_window);
         }
@@ -104,7 +105,7 @@ fn sends(out: &mut String, row: &Row) {
 }
 
 /// When the first and the last arrival answered `ok` (or not) came.
-fn span(in_window: &[&Arrival], ok: bool) -> String {
+fn span(in_window: &[&Admission], ok: bool) -> String {
     let mut times = in_window.iter().filter(|a| a.ok == ok).map(|a| a.at);
     let first = times.next();
     let (lo, hi) = times.fold((first, first), |(lo, hi), t| {
@@ -119,8 +120,8 @@ fn span(in_window: &[&Arrival], ok: bool) -> String {
 }
 
 /// One line of the table: window `k` (`k`–`k+1` s on the server's clock).
-fn window_line(out: &mut String, k: u64, in_window: &[&Arrival]) {
-    let count = |f: &dyn Fn(&Arrival) -> bool| in_window.iter().filter(|a| f(a)).count();
+fn window_line(out: &mut String, k: u64, in_window: &[&Admission]) {
+    let count = |f: &dyn Fn(&Admission) -> bool| in_window.iter().filter(|a| f(a)).count();
     let mut tenths = [0u32; 10];
     for a in in_window {
         let i = (a.at.subsec_millis() / 100) as usize;

@@ -50,7 +50,7 @@
 //! smoke run of our rows only (N=60, CAP=30) unless `STORM_N`/`STORM_CAP` are
 //!
 //! The bench is a folder, one job per file: [`config`] (what to run),
-//! [`clients`] (the clients compared), [`server`] (the rate-limited server),
+//! [`clients`] (the clients compared), `server` (the rate-limited server, shared with the tests and the demo),
 //! [`harness`] (running a row), [`outcome`] (what a row ended with),
 //! [`report`] and [`breakdown`] (what is printed), and `redis_row` (the
 //! 4-process row and its worker processes).
@@ -64,6 +64,9 @@ mod config;
 mod harness;
 mod outcome;
 mod report;
+
+/// The rate-limited server (shared with the tests and the demo).
+#[path = "../../tests/support/server.rs"]
 mod server;
 
 /// The `redis-server` the Redis row runs against (shared with the Redis

@@ -37,7 +37,7 @@ struct Gathered {
 /// The row: the rate-limited server here, the tasks in [`WORKERS`]
 /// processes sharing `redis_url`.
 pub(crate) async fn run(cfg: &Config, shape: Shape, redis_url: &str) -> Row {
-    let server = LimitedServer::start(shape, cfg.cap).await;
+    let server = LimitedServer::start(shape, cfg.cap, "/work").await;
     let prefix = key_prefix(shape);
     let (start_ms, started) = shared_start();
     let mut all = Gathered::default();
