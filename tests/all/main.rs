@@ -6,3 +6,8 @@ mod parser;
 mod planner;
 #[cfg(feature = "redis")]
 mod redis;
+
+/// The test server (arrival log, rate-limited server), shared with the storm
+/// bench and the demo.
+#[path = "../support/server.rs"]
+mod server;
