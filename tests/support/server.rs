@@ -31,21 +31,23 @@ pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 // ------------------------------------------------------------ arrivals
 
-/// One request as a server saw it, on the server's clock.
+/// One request as a server saw it, on the server's clock (tokio's: the real
+/// one on a wiremock server's thread, the paused one in a paused test).
 #[derive(Debug, Clone)]
 pub struct Arrival {
-    pub at: Instant,
+    pub at: tokio::time::Instant,
     pub path: String,
     /// The `Idempotency-Key` header, if any (lossy UTF-8).
     pub idempotency_key: Option<String>,
     /// When the answer's `Retry-After` allows the next request, if the
     /// responder noted it ([`Arrivals::allow_after`]).
-    pub not_before: Option<Instant>,
+    pub not_before: Option<tokio::time::Instant>,
 }
 
 /// Server-side arrival times, in order: responders [`record`](Self::record)
-/// each request on the server's thread; tests read them, or wait for them
-/// instead of sleeping.
+/// each request on the server's thread (or a socket-less terminal middleware
+/// [`push`](Self::push)es it); tests read them, or wait for them instead of
+/// sleeping.
 #[derive(Debug, Clone, Default)]
 pub struct Arrivals(Arc<Mutex<Vec<Arrival>>>);
 
@@ -53,16 +55,24 @@ impl Arrivals {
     /// Records `request`, arriving now; returns how many requests to its
     /// path came before it.
     pub fn record(&self, request: &Request) -> usize {
-        let mut all = lock(&self.0);
-        let path = request.url.path().to_owned();
-        let before = all.iter().filter(|a| a.path == path).count();
-        all.push(Arrival {
-            at: Instant::now(),
-            path,
-            idempotency_key: request
+        self.push(
+            request.url.path(),
+            request
                 .headers
                 .get("idempotency-key")
                 .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned()),
+        )
+    }
+
+    /// Records a request to `path` with this `Idempotency-Key`, arriving now
+    /// on tokio's clock; returns how many requests to `path` came before it.
+    pub fn push(&self, path: &str, idempotency_key: Option<String>) -> usize {
+        let mut all = lock(&self.0);
+        let before = all.iter().filter(|a| a.path == path).count();
+        all.push(Arrival {
+            at: tokio::time::Instant::now(),
+            path: path.to_owned(),
+            idempotency_key,
             not_before: None,
         });
         before
@@ -83,7 +93,7 @@ impl Arrivals {
 
     /// Every arrival time, in order.
     pub fn all(&self) -> Vec<Instant> {
-        lock(&self.0).iter().map(|a| a.at).collect()
+        lock(&self.0).iter().map(|a| a.at.into_std()).collect()
     }
 
     /// Arrival times of requests to path `p`, in order.
@@ -91,7 +101,7 @@ impl Arrivals {
         lock(&self.0)
             .iter()
             .filter(|a| a.path == p)
-            .map(|a| a.at)
+            .map(|a| a.at.into_std())
             .collect()
     }
 
@@ -114,8 +124,16 @@ impl Arrivals {
         a[1] - a[0]
     }
 
-    /// Waits (polling, on the real clock) until the server has seen `n`
-    /// requests; panics after 5 s.
+    /// The `Idempotency-Key` of each arrival, in order.
+    pub fn idempotency_keys(&self) -> Vec<Option<String>> {
+        lock(&self.0)
+            .iter()
+            .map(|a| a.idempotency_key.clone())
+            .collect()
+    }
+
+    /// Waits (polling every 5 ms on tokio's clock) until the server has seen
+    /// `n` requests; panics after 5 s of real time.
     pub async fn wait_for(&self, n: usize) {
         let give_up = Instant::now() + Duration::from_secs(5);
         while self.len() < n {

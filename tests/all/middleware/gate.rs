@@ -42,20 +42,17 @@ async fn gate_past_the_deadline_refuses_a_new_task_without_sending() {
     server.verify().await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn queue_behind_a_reopened_gate_is_released_after_a_lone_probe() {
-    let server = MockServer::start().await;
-    let arrivals = mount_seq(&server, 3, vec![too_many("1"), ok()]).await;
-    let client = client(exact());
+    let (client, arrivals) = offline(exact(), seq(vec![push_back(429, "1"), answer(200)]));
 
     let first = tokio::spawn({
         let client = client.clone();
-        let url = server.uri();
-        async move { client.get(url).send().await }
+        async move { client.get(URL).send().await }
     });
     arrivals.wait_for(1).await;
     // Queued at the closed gate.
-    let second = client.get(server.uri()).send().await.unwrap();
+    let second = client.get(URL).send().await.unwrap();
     let first = first.await.unwrap().unwrap();
     assert_eq!(first.status(), StatusCode::OK);
     assert_eq!(second.status(), StatusCode::OK);
@@ -72,49 +69,47 @@ async fn queue_behind_a_reopened_gate_is_released_after_a_lone_probe() {
         spacing >= Duration::from_millis(900),
         "released {spacing:?} after the probe"
     );
-    server.verify().await;
+    assert_eq!(arrivals.len(), 3);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn time_at_the_gate_counts_toward_max_total_wait() {
-    let server = MockServer::start().await;
-    mount_seq(&server, 2, vec![too_many("2")]).await;
     let policy = exact()
         .max_wait(Duration::from_secs(2))
         .max_total_wait(Duration::from_secs(2))
         .missing_retry_after(Fallback::Stop);
-    let client = client(policy);
+    let (client, arrivals) = offline(policy, seq(vec![push_back(429, "2")]));
     // A is told to come back in 2 s, and stops on its own only later.
     let a = tokio::spawn({
         let client = client.clone();
-        let url = server.uri();
-        async move { client.get(url).send().await }
+        async move { client.get(URL).send().await }
     });
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    // B waits at the gate (~1.8 s of its 2 s budget), is then told 2 s
+    // B starts once the server has answered A (not after a guessed sleep).
+    arrivals.wait_for(1).await;
+    // B waits at the gate (~2 s, its whole budget), is then told 2 s
     // itself: that would exceed max_total_wait.
-    let b = client.get(server.uri()).send().await.unwrap();
+    let b = client.get(URL).send().await.unwrap();
     assert_eq!(stop_code(&b), Some("wait_budget_exhausted"));
     assert!(report(&b).waited() >= Duration::from_millis(1500));
     assert_eq!(report(&b).attempts(), 1);
     a.abort();
+    assert_eq!(arrivals.len(), 2);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn an_absurd_retry_after_closes_the_origin_for_max_wait_only() {
-    let server = MockServer::start().await;
-    mount_seq(&server, 2, vec![too_many("3600"), ok()]).await;
-    let client = client(
+    let (client, arrivals) = offline(
         exact()
             .max_wait(Duration::from_secs(1))
             .max_total_wait(Duration::from_secs(2)),
+        seq(vec![push_back(429, "3600"), answer(200)]),
     );
-    let a = client.get(server.uri()).send().await.unwrap();
+    let a = client.get(URL).send().await.unwrap();
     assert_eq!(stop_code(&a), Some("wait_budget_exhausted"));
     // The gate holds the origin for max_wait, not an hour: B waits, then
     // sends (a probe) and gets through.
-    let start = Instant::now();
-    let b = client.get(server.uri()).send().await.unwrap();
+    let start = tokio::time::Instant::now();
+    let b = client.get(URL).send().await.unwrap();
     assert_eq!(b.status(), StatusCode::OK);
     assert_eq!(report(&b).attempts(), 1);
     assert!(
@@ -123,5 +118,5 @@ async fn an_absurd_retry_after_closes_the_origin_for_max_wait_only() {
         start.elapsed()
     );
     assert!(start.elapsed() < Duration::from_secs(1) + MARGIN);
-    server.verify().await;
+    assert_eq!(arrivals.len(), 2);
 }

@@ -86,18 +86,15 @@ async fn extension_does_not_overwrite_a_caller_set_header() {
     server.verify().await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn second_send_with_an_active_key_fails_without_sending() {
-    let server = MockServer::start().await;
-    let arrivals = mount_seq(&server, 2, vec![too_many("1"), ok()]).await;
-    let client = client(exact());
+    let (client, arrivals) = offline(exact(), seq(vec![push_back(429, "1"), answer(200)]));
 
     let first = tokio::spawn({
         let client = client.clone();
-        let url = server.uri();
         async move {
             client
-                .post(url)
+                .post(URL)
                 .with_extension(IdempotencyKey::new("order-42"))
                 .send()
                 .await
@@ -105,9 +102,9 @@ async fn second_send_with_an_active_key_fails_without_sending() {
     });
     arrivals.wait_for(1).await;
 
-    let start = Instant::now();
+    let start = tokio::time::Instant::now();
     let err = client
-        .post(server.uri())
+        .post(URL)
         .with_extension(IdempotencyKey::new("order-42"))
         .send()
         .await
@@ -122,24 +119,23 @@ async fn second_send_with_an_active_key_fails_without_sending() {
     let resp = first.await.unwrap().unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(report(&resp).attempts(), 2);
-    // Only the first task's two attempts reached the server.
+    // Only the first task's two attempts were sent.
     assert_eq!(
-        idempotency_headers(&server).await,
-        vec![vec!["\"order-42\"".to_owned()]; 2]
+        arrivals.idempotency_keys(),
+        vec![Some("\"order-42\"".to_owned()); 2]
     );
-    server.verify().await;
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_different_key_is_not_refused_and_waits_for_the_origin_gate() {
-    let server = MockServer::start().await;
-    let waiting = mount_seq_at(&server, "/a", 2, vec![too_many("1"), ok()]).await;
-    let other = mount_seq_at(&server, "/b", 1, vec![ok()]).await;
-    let client = client(exact());
+    let (client, arrivals) = offline(exact(), |path: &str, i| match (path, i) {
+        ("/a", 0) => push_back(429, "1"),
+        _ => answer(200),
+    });
 
     let first = tokio::spawn({
         let client = client.clone();
-        let url = format!("{}/a", server.uri());
+        let url = format!("{URL}a");
         async move {
             client
                 .post(url)
@@ -148,10 +144,10 @@ async fn a_different_key_is_not_refused_and_waits_for_the_origin_gate() {
                 .await
         }
     });
-    waiting.wait_for(1).await;
+    arrivals.wait_for(1).await;
 
     let resp = client
-        .post(format!("{}/b", server.uri()))
+        .post(format!("{URL}b"))
         .with_extension(IdempotencyKey::new("order-43"))
         .send()
         .await
@@ -160,7 +156,7 @@ async fn a_different_key_is_not_refused_and_waits_for_the_origin_gate() {
     // Waiting at the gate spends no attempt.
     assert_eq!(report(&resp).attempts(), 1);
     // Same origin: held until the server's time, never earlier.
-    let gap = other.all()[0] - waiting.all()[0];
+    let gap = arrivals.at("/b")[0] - arrivals.at("/a")[0];
     assert!(gap >= Duration::from_secs(1), "sent {gap:?} after the 429");
     assert!(
         gap < Duration::from_secs(2) + MARGIN,
@@ -170,33 +166,32 @@ async fn a_different_key_is_not_refused_and_waits_for_the_origin_gate() {
     let resp = first.await.unwrap().unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(report(&resp).attempts(), 2);
-    server.verify().await;
+    assert_eq!(arrivals.at("/a").len(), 2);
+    assert_eq!(arrivals.at("/b").len(), 1);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn another_origin_is_not_blocked_even_with_the_same_key() {
-    let busy = MockServer::start().await;
-    let free = MockServer::start().await;
-    let waiting = mount_seq(&busy, 2, vec![too_many("1"), ok()]).await;
-    mount_seq(&free, 1, vec![ok()]).await;
-    let client = client(exact());
+    let (client, arrivals) = offline(exact(), |path: &str, i| match (path, i) {
+        ("/busy", 0) => push_back(429, "1"),
+        _ => answer(200),
+    });
 
     let first = tokio::spawn({
         let client = client.clone();
-        let url = busy.uri();
         async move {
             client
-                .post(url)
+                .post("http://busy.test/busy")
                 .with_extension(IdempotencyKey::new("order-42"))
                 .send()
                 .await
         }
     });
-    waiting.wait_for(1).await;
+    arrivals.wait_for(1).await;
 
-    let start = Instant::now();
+    let start = tokio::time::Instant::now();
     let resp = client
-        .post(free.uri())
+        .post("http://free.test/free")
         .with_extension(IdempotencyKey::new("order-42"))
         .send()
         .await
@@ -214,24 +209,24 @@ async fn another_origin_is_not_blocked_even_with_the_same_key() {
     );
 
     assert_eq!(first.await.unwrap().unwrap().status(), StatusCode::OK);
-    busy.verify().await;
-    free.verify().await;
+    assert_eq!(arrivals.at("/busy").len(), 2);
+    assert_eq!(arrivals.at("/free").len(), 1);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn store_holds_the_key_only_while_the_task_runs() {
-    let server = MockServer::start().await;
-    let arrivals = mount_seq(&server, 2, vec![too_many("1"), ok()]).await;
     let store = MemoryStore::new();
-    let client = client_with(RetryAfterMiddleware::with_store(exact(), store.clone()));
+    let (client, arrivals) = offline_with(
+        RetryAfterMiddleware::with_store(exact(), store.clone()),
+        seq(vec![push_back(429, "1"), answer(200)]),
+    );
     assert_eq!(store.len(), 0);
 
     let first = tokio::spawn({
         let client = client.clone();
-        let url = server.uri();
         async move {
             client
-                .post(url)
+                .post(URL)
                 .with_extension(IdempotencyKey::new("order-42"))
                 .send()
                 .await
@@ -244,18 +239,19 @@ async fn store_holds_the_key_only_while_the_task_runs() {
     let resp = first.await.unwrap().unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(store.len(), 0, "no entry after the task ended");
-    server.verify().await;
+    assert_eq!(arrivals.len(), 2);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn dropping_the_future_mid_wait_frees_the_key() {
-    let server = MockServer::start().await;
-    let arrivals = mount_seq(&server, 2, vec![too_many("1"), ok()]).await;
     let store = MemoryStore::new();
-    let client = client_with(RetryAfterMiddleware::with_store(exact(), store.clone()));
+    let (client, arrivals) = offline_with(
+        RetryAfterMiddleware::with_store(exact(), store.clone()),
+        seq(vec![push_back(429, "1"), answer(200)]),
+    );
 
     let send = client
-        .post(server.uri())
+        .post(URL)
         .with_extension(IdempotencyKey::new("order-42"))
         .send();
     let outcome = tokio::time::timeout(Duration::from_millis(400), send).await;
@@ -264,7 +260,7 @@ async fn dropping_the_future_mid_wait_frees_the_key() {
     assert_eq!(store.len(), 0, "the lease is freed on drop");
 
     let resp = client
-        .post(server.uri())
+        .post(URL)
         .with_extension(IdempotencyKey::new("order-42"))
         .send()
         .await
@@ -279,27 +275,28 @@ async fn dropping_the_future_mid_wait_frees_the_key() {
         "sent {gap:?} after the 429"
     );
     assert_eq!(store.len(), 0);
-    server.verify().await;
+    assert_eq!(arrivals.len(), 2);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn debug_output_never_shows_an_idempotency_key() {
-    let server = MockServer::start().await;
-    mount_seq(&server, 2, vec![too_many("1"), ok()]).await;
     let store = MemoryStore::new();
-    let client = client_with(RetryAfterMiddleware::with_store(exact(), store.clone()));
+    let (client, arrivals) = offline_with(
+        RetryAfterMiddleware::with_store(exact(), store.clone()),
+        seq(vec![push_back(429, "1"), answer(200)]),
+    );
     let waiting = tokio::spawn({
         let client = client.clone();
-        let url = server.uri();
         async move {
             client
-                .post(url)
+                .post(URL)
                 .with_extension(IdempotencyKey::new("sk_live_SECRET_42"))
                 .send()
                 .await
         }
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Waiting on its Retry-After: the key is in the store.
+    arrivals.wait_for(1).await;
     assert_eq!(store.len(), 1);
     let shown = format!(
         "{store:?} {:?}",
@@ -308,4 +305,5 @@ async fn debug_output_never_shows_an_idempotency_key() {
     assert!(!shown.contains("SECRET"), "{shown}");
     assert!(!format!("{:?}", IdempotencyKey::new("sk_live_SECRET_42")).contains("SECRET"));
     assert_eq!(waiting.await.unwrap().unwrap().status(), StatusCode::OK);
+    assert_eq!(arrivals.len(), 2);
 }
