@@ -15,7 +15,7 @@
 //! The demo checks every outcome and exits non-zero if one is not what the
 //! contract says, so it doubles as a smoke test.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -28,8 +28,15 @@ use reqwest_backpressure::{Deadline, IdempotencyKey, Policy, RetryAfterMiddlewar
 use reqwest_middleware::ClientWithMiddleware;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
-use wiremock::matchers::{any, method, path};
+use wiremock::matchers::any;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+/// The test server (arrival log and rate-limited server), shared with the
+/// tests and the storm bench.
+#[path = "../tests/support/server.rs"]
+mod server;
+
+use server::{Arrivals, LimitedServer, Shape};
 
 /// The jitter of the demo's policy: small, so the timeline stays readable.
 const JITTER: Duration = Duration::from_millis(100);
@@ -191,36 +198,24 @@ impl Timeline {
     }
 }
 
-/// What the server recorded about one arrival.
-#[derive(Debug, Clone)]
-struct Arrival {
-    at: Instant,
-    idempotency_key: Option<String>,
-    /// When the server's `Retry-After` on this answer allows the next request.
-    not_before: Option<Instant>,
-}
-
 /// A wiremock responder that follows a script and logs every arrival.
 struct Scripted {
     label: &'static str,
     replies: Vec<Reply>,
     calls: AtomicUsize,
     timeline: Timeline,
-    arrivals: Arc<Mutex<Vec<Arrival>>>,
+    arrivals: Arrivals,
 }
 
 impl Respond for Scripted {
     fn respond(&self, request: &Request) -> ResponseTemplate {
         let n = self.calls.fetch_add(1, Ordering::SeqCst);
+        self.arrivals.record(request);
         let reply = self.replies[n.min(self.replies.len() - 1)];
-        let now = Instant::now();
         let (status, retry_after, not_before) = match reply {
             Reply::Status(s) => (s, None, None),
             Reply::PushBack(s, value) => {
-                let not_before = value
-                    .parse()
-                    .ok()
-                    .map(|secs| now + Duration::from_secs(secs));
+                let not_before = value.parse().ok().map(Duration::from_secs);
                 (s, Some(value.to_owned()), not_before)
             }
             Reply::PushBackUntil(secs) => {
@@ -231,10 +226,13 @@ impl Respond for Scripted {
                 let until = SystemTime::from(date)
                     .duration_since(wall)
                     .unwrap_or_default();
-                (429, Some(date.to_string()), Some(now + until))
+                (429, Some(date.to_string()), Some(until))
             }
-            Reply::RateLimited(secs) => (429, None, Some(now + Duration::from_secs(secs))),
+            Reply::RateLimited(secs) => (429, None, Some(Duration::from_secs(secs))),
         };
+        if let Some(delay) = not_before {
+            self.arrivals.allow_after(delay);
+        }
         let key = request
             .headers
             .get("idempotency-key")
@@ -254,14 +252,6 @@ impl Respond for Scripted {
         if let Some(key) = &key {
             let _ = write!(text, "  (got Idempotency-Key: {key})");
         }
-        self.arrivals
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(Arrival {
-                at: now,
-                idempotency_key: key,
-                not_before,
-            });
         self.timeline.line(self.label, "server", &text);
 
         let mut response = ResponseTemplate::new(status);
@@ -271,7 +261,10 @@ impl Respond for Scripted {
         if let Reply::RateLimited(secs) = reply {
             response = response
                 .insert_header("ratelimit", format!("\"demo\";r=0;t={secs}").as_str())
-                .insert_header("ratelimit-policy", format!("\"demo\";q=10;w={secs}").as_str());
+                .insert_header(
+                    "ratelimit-policy",
+                    format!("\"demo\";q=10;w={secs}").as_str(),
+                );
         }
         response
     }
@@ -284,14 +277,14 @@ async fn run(
     client: &ClientWithMiddleware,
     timeline: &Timeline,
 ) -> Vec<String> {
-    let arrivals = Arc::new(Mutex::new(Vec::new()));
+    let arrivals = Arrivals::default();
     Mock::given(any())
         .respond_with(Scripted {
             label: scenario.label,
             replies: scenario.replies.clone(),
             calls: AtomicUsize::new(0),
             timeline: timeline.clone(),
-            arrivals: Arc::clone(&arrivals),
+            arrivals: arrivals.clone(),
         })
         .mount(server)
         .await;
@@ -367,7 +360,7 @@ async fn run(
             scenario.expect_code.unwrap_or("success")
         ));
     }
-    let arrivals = arrivals.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let arrivals = arrivals.entries();
     if arrivals.len() != scenario.expect_attempts as usize {
         problems.push(format!(
             "the server saw {} requests, expected {}",
@@ -434,81 +427,6 @@ const MAX_REJECTED: u64 = 33;
 /// 10 a second from the 1 s mark).
 const MAX_BURST_TIME: Duration = Duration::from_secs(6);
 
-/// One request as the scenario-h server saw it.
-#[derive(Debug, Clone, Copy)]
-struct WindowArrival {
-    /// Since the server's first request.
-    at: Duration,
-    ok: bool,
-    /// Arrived before the window start its task's last `429` pointed to.
-    premature: bool,
-}
-
-/// A fixed-window rate limiter: `WINDOW_CAP` requests per 1 s window,
-/// windows counted from the first request; the rest get `429` with `Retry-After` =
-/// whole seconds to the next window (at least 1). It remembers, per
-/// `x-task`, the window start its last `429` pointed to.
-#[derive(Debug, Default)]
-struct WindowState {
-    epoch: Option<Instant>,
-    window: u64,
-    used: u32,
-    /// Per task: the window start its last `429` pointed to.
-    allowed: HashMap<String, Instant>,
-    arrivals: Vec<WindowArrival>,
-}
-
-impl WindowState {
-    fn handle(&mut self, task: Option<String>) -> ResponseTemplate {
-        let now = Instant::now();
-        let epoch = *self.epoch.get_or_insert(now);
-        let since = now.duration_since(epoch);
-        let k = since.as_secs();
-        if k != self.window {
-            self.window = k;
-            self.used = 0;
-        }
-        let premature = task
-            .as_ref()
-            .and_then(|t| self.allowed.get(t))
-            .is_some_and(|allowed| now < *allowed);
-        let ok = self.used < WINDOW_CAP;
-        let response = if ok {
-            self.used += 1;
-            ResponseTemplate::new(200).set_body_string("ok")
-        } else {
-            let next = epoch + Duration::from_secs(k + 1);
-            let to_next = next.duration_since(now);
-            let secs = (to_next.as_secs() + u64::from(to_next.subsec_nanos() > 0)).max(1);
-            if let Some(task) = task {
-                self.allowed.insert(task, next);
-            }
-            ResponseTemplate::new(429).insert_header("retry-after", secs.to_string().as_str())
-        };
-        self.arrivals.push(WindowArrival {
-            at: since,
-            ok,
-            premature,
-        });
-        response
-    }
-}
-
-struct FixedWindow(Arc<Mutex<WindowState>>);
-
-impl Respond for FixedWindow {
-    fn respond(&self, request: &Request) -> ResponseTemplate {
-        let task = request
-            .headers
-            .get("x-task")
-            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .handle(task)
-    }
-}
-
 /// Runs scenario h with its own client and server, prints what the server
 /// saw per window; returns what did not go as expected.
 async fn run_burst(policy: &Policy) -> Vec<String> {
@@ -538,15 +456,9 @@ async fn run_burst(policy: &Policy) -> Vec<String> {
         println!("{line}");
     }
     println!();
-    // A bare (not pooled) server: a new port, so a new origin, with no gate
-    // left over from the scenarios above.
-    let server = MockServer::builder().start().await;
-    let state = Arc::new(Mutex::new(WindowState::default()));
-    Mock::given(method("GET"))
-        .and(path("/burst"))
-        .respond_with(FixedWindow(Arc::clone(&state)))
-        .mount(&server)
-        .await;
+    // A fresh server: a new port, so a new origin, with no gate left over
+    // from the scenarios above.
+    let server = LimitedServer::start(Shape::Window, WINDOW_CAP, "/burst").await;
     let inner = match reqwest::Client::builder().no_proxy().build() {
         Ok(client) => client,
         Err(e) => return vec![format!("cannot build the HTTP client: {e}")],
@@ -555,7 +467,7 @@ async fn run_burst(policy: &Policy) -> Vec<String> {
         .with(RetryAfterMiddleware::new(policy.clone()))
         .build();
 
-    let url = format!("{}/burst", server.uri());
+    let url = server.url.clone();
     let started = Instant::now();
     let mut tasks = JoinSet::new();
     for i in 0..BURST_TASKS {
@@ -600,9 +512,7 @@ async fn run_burst(policy: &Policy) -> Vec<String> {
         }
     }
     let took = started.elapsed();
-    drop(server);
-
-    let arrivals = std::mem::take(&mut state.lock().unwrap_or_else(|e| e.into_inner()).arrivals);
+    let arrivals = server.finish().arrivals;
     let windows = arrivals
         .iter()
         .map(|a| a.at.as_secs())

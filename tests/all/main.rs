@@ -9,3 +9,8 @@ mod ratelimit;
 #[cfg(feature = "redis")]
 mod redis;
 mod review_fixes;
+
+/// The test server (arrival log, rate-limited server), shared with the storm
+/// bench and the demo.
+#[path = "../support/server.rs"]
+mod server;

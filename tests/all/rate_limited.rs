@@ -105,7 +105,10 @@ async fn retry_after_wins_over_a_ratelimit_reset() {
     );
     let g = gap(&seen, 0, 1);
     assert!(g >= Duration::from_millis(950), "{g:?}");
-    assert!(g < Duration::from_millis(3000), "{g:?}: waited for the reset");
+    assert!(
+        g < Duration::from_millis(3000),
+        "{g:?}: waited for the reset"
+    );
 }
 
 fn epoch_in(d: Duration) -> String {
@@ -121,7 +124,10 @@ async fn a_github_403_with_remaining_zero_is_retried_at_the_reset() {
     let (server, seen) = serve(|i| match i {
         0 => ResponseTemplate::new(403)
             .insert_header("x-ratelimit-remaining", "0")
-            .insert_header("x-ratelimit-reset", epoch_in(Duration::from_secs(3)).as_str()),
+            .insert_header(
+                "x-ratelimit-reset",
+                epoch_in(Duration::from_secs(3)).as_str(),
+            ),
         _ => ResponseTemplate::new(200),
     })
     .await;
@@ -144,7 +150,10 @@ async fn a_plain_403_is_never_retried() {
     let (server, seen) = serve(|_| {
         ResponseTemplate::new(403)
             .insert_header("x-ratelimit-remaining", "12")
-            .insert_header("x-ratelimit-reset", epoch_in(Duration::from_secs(3)).as_str())
+            .insert_header(
+                "x-ratelimit-reset",
+                epoch_in(Duration::from_secs(3)).as_str(),
+            )
     })
     .await;
     let policy = Policy::default().rate_limit_headers(RateLimitHeaders::github());
@@ -181,10 +190,9 @@ async fn a_200_with_an_exhausted_quota_holds_the_next_request() {
 
 #[tokio::test]
 async fn the_proactive_gate_can_be_turned_off() {
-    let (server, seen) = serve(|_| {
-        ResponseTemplate::new(200).insert_header("RateLimit", r#""burst";r=0;t=2"#)
-    })
-    .await;
+    let (server, seen) =
+        serve(|_| ResponseTemplate::new(200).insert_header("RateLimit", r#""burst";r=0;t=2"#))
+            .await;
     let client = client(Policy::default().proactive_gate(false));
     client.get(server.uri()).send().await.unwrap();
     client.get(server.uri()).send().await.unwrap();

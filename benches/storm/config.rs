@@ -1,0 +1,140 @@
+//! What to run: the server shapes, the clients (rows), and the settings read
+//! from `STORM_*` environment variables.
+
+use std::time::Duration;
+
+use crate::server::Shape;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ClientKind {
+    NoRetry,
+    ReqwestRetry,
+    Backpressure,
+    /// [`crate::redis_row::WORKERS`] processes sharing one `RedisStore`.
+    #[cfg(feature = "redis")]
+    BackpressureRedis,
+}
+
+impl ClientKind {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            ClientKind::NoRetry => "no retry",
+            ClientKind::ReqwestRetry => "reqwest-retry",
+            ClientKind::Backpressure => "reqwest-backpressure",
+            #[cfg(feature = "redis")]
+            ClientKind::BackpressureRedis => "reqwest-backpressure, 4 processes over Redis",
+        }
+    }
+
+    /// Tasks spread over several processes (timed from a shared instant).
+    pub(crate) fn multi_process(self) -> bool {
+        match self {
+            ClientKind::NoRetry | ClientKind::ReqwestRetry | ClientKind::Backpressure => false,
+            #[cfg(feature = "redis")]
+            ClientKind::BackpressureRedis => true,
+        }
+    }
+
+    /// One of reqwest-backpressure's rows (shown by `STORM_VERBOSE=1`).
+    pub(crate) fn is_ours(self) -> bool {
+        match self {
+            ClientKind::NoRetry | ClientKind::ReqwestRetry => false,
+            ClientKind::Backpressure => true,
+            #[cfg(feature = "redis")]
+            ClientKind::BackpressureRedis => true,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verbose {
+    Off,
+    Ours,
+    All,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub(crate) n: u32,
+    pub(crate) cap: u32,
+    pub(crate) clients: Vec<ClientKind>,
+    pub(crate) shapes: Vec<Shape>,
+    pub(crate) verbose: Verbose,
+    pub(crate) timeout: Duration,
+    pub(crate) smoke: bool,
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+fn env_u32(name: &str) -> Option<u32> {
+    let v = env(name)?;
+    match v.trim().parse::<u32>() {
+        Ok(n) if n > 0 => Some(n),
+        _ => {
+            eprintln!("storm: ignoring {name}={v:?} (want a positive integer)");
+            None
+        }
+    }
+}
+
+impl Config {
+    pub(crate) fn from_env() -> Config {
+        // `cargo bench` passes `--bench`; anything else (criterion-style
+        // filters, `--nocapture`, ...) is ignored. Without `--bench` we are
+        // run as a test: keep it short.
+        let smoke = !std::env::args().skip(1).any(|a| a == "--bench");
+        let sized = env("STORM_N").is_some() || env("STORM_CAP").is_some();
+        let (default_n, default_cap) = if smoke && !sized {
+            (60, 30)
+        } else {
+            (500, 100)
+        };
+        let n = env_u32("STORM_N").unwrap_or(default_n);
+        let cap = env_u32("STORM_CAP").unwrap_or(default_cap);
+        let only_ours = env("STORM_ONLY").is_some_and(|v| {
+            let v = v.trim().to_ascii_lowercase();
+            v == "backpressure" || v == "reqwest-backpressure" || v == "ours"
+        });
+        #[cfg_attr(not(feature = "redis"), allow(unused_mut))]
+        let mut clients = if only_ours || (smoke && !sized) {
+            vec![ClientKind::Backpressure]
+        } else {
+            vec![
+                ClientKind::NoRetry,
+                ClientKind::ReqwestRetry,
+                ClientKind::Backpressure,
+            ]
+        };
+        #[cfg(feature = "redis")]
+        clients.push(ClientKind::BackpressureRedis);
+        let shapes = match env("STORM_SHAPE").map(|s| s.trim().to_ascii_lowercase()) {
+            Some(s) if s.starts_with("window") || s == "fixed" => vec![Shape::Window],
+            Some(s) if s.starts_with("bucket") || s == "token" => vec![Shape::Bucket],
+            _ => vec![Shape::Window, Shape::Bucket],
+        };
+        let verbose = match env("STORM_VERBOSE").map(|s| s.trim().to_ascii_lowercase()) {
+            Some(s) if s == "all" || s == "2" => Verbose::All,
+            Some(s) if s != "0" && s != "false" => Verbose::Ours,
+            _ => Verbose::Off,
+        };
+        let timeout = Duration::from_secs(env_u32("STORM_TIMEOUT").map_or(30, u64::from));
+        Config {
+            n,
+            cap,
+            clients,
+            shapes,
+            verbose,
+            timeout,
+            smoke,
+        }
+    }
+
+    /// The last success of a perfect client: the `N`th admission, at the
+    /// start of window `N / CAP - 1` (or when the bucket has refilled
+    /// `N - CAP` tokens).
+    pub(crate) fn ideal(&self) -> Duration {
+        Duration::from_secs_f64((f64::from(self.n) / f64::from(self.cap) - 1.0).max(0.0))
+    }
+}

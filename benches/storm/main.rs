@@ -1,0 +1,320 @@
+//! The storm benchmark: N tasks, each wanting one `200`, against a local
+//! rate-limited server, side by side for these clients:
+//!
+//! 1. `no retry`: a bare `reqwest_middleware` client;
+//! 2. `reqwest-retry`: `RetryTransientMiddleware` with exponential backoff,
+//!    3 retries;
+//! 3. `reqwest-backpressure`: `RetryAfterMiddleware::new(Policy::default())`;
+//! 4. with the `redis` feature, `reqwest-backpressure, 4 processes over
+//!    Redis`: the same N tasks split over 4 processes (this binary re-run as
+//!    workers), each with `RetryAfterMiddleware::with_store(Policy::default(),
+//!    RedisStore)` (one key prefix, `FailMode::Closed`) against one
+//!    `redis-server` this binary starts (free loopback port, no persistence,
+//!    its own temp dir, killed at the end). The rate-limited server is the
+//!    parent's, so its counters are comparable with the other rows; the
+//!    workers start their tasks at one shared instant and report per-task
+//!    results (successes, failures by code, last success since that instant)
+//!    on one stdout line (a worker is this binary with `STORM_WORKER=1` and
+//!    its settings in `STORM_WORKER_*`). The 429s and last success are
+//!    checked against the single-process row (within 10%). Without
+//!    `redis-server` on `PATH` only this row is skipped, with a message.
+//!
+//! Two server shapes, each row on a fresh server (new port, new origin) and
+//! a fresh client:
+//!
+//! - **fixed window**: admits `CAP` requests per 1 s window (windows start at
+//!   the server's first request) and answers the rest `429` with
+//!   `Retry-After` = whole seconds to the next window (at least 1);
+//! - **token bucket**: capacity `CAP`, refilled `CAP` a second, starting
+//!   full; `429` with `Retry-After` = whole seconds until one token (at
+//!   least 1).
+//!
+//! The server counts requests, `429`s and *premature* sends: each task
+//! carries an `x-task` header; the server remembers, per task, the instant
+//! its last `429` allowed (fixed window: the start of the window the
+//! `Retry-After` pointed to; token bucket: the `429`'s arrival plus
+//! `Retry-After`), and counts a later request of that task that arrives
+//! before it. All times are the server's own arrival times.
+//!
+//! ```text
+//! cargo bench --bench storm
+//! cargo bench --features redis --bench storm    # + the 4-process Redis row
+//! STORM_N=500 STORM_CAP=100      # defaults
+//! STORM_ONLY=backpressure        # only reqwest-backpressure's rows (Redis row included)
+//! STORM_SHAPE=window|bucket      # only one server shape
+//! STORM_VERBOSE=1                # per-window breakdown of our rows (STORM_VERBOSE=all: every row)
+//! STORM_TIMEOUT=30               # seconds per row before partial figures are reported
+//! ```
+//!
+//! Run without `--bench` (as `cargo test --benches` does), it makes a quick
+//! smoke run of our rows only (N=60, CAP=30) unless `STORM_N`/`STORM_CAP` are
+//!
+//! The bench is a folder, one job per file: [`config`] (what to run),
+//! [`clients`] (the clients compared), `server` (the rate-limited server, shared with the tests and the demo),
+//! [`harness`] (running a row), [`outcome`] (what a row ended with),
+//! [`report`] and [`breakdown`] (what is printed), and `redis_row` (the
+//! 4-process row and its worker processes).
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+mod breakdown;
+mod clients;
+mod config;
+mod harness;
+mod outcome;
+mod report;
+
+/// The rate-limited server (shared with the tests and the demo).
+#[path = "../../tests/support/server.rs"]
+mod server;
+
+/// The `redis-server` the Redis row runs against (shared with the Redis
+/// tests, whose stop/restart/signal/connection helpers this binary does not
+/// use).
+#[cfg(feature = "redis")]
+#[allow(dead_code)]
+#[path = "../../tests/support/redis_server.rs"]
+mod redis_server;
+
+#[cfg(feature = "redis")]
+mod redis_row;
+
+use breakdown::details;
+use config::{ClientKind, Config, Verbose};
+use harness::run_row;
+use outcome::Row;
+use report::{secs, table, targets};
+use server::Shape;
+
+/// Rows that could not run, and why.
+type Skipped = Vec<(Shape, ClientKind, String)>;
+
+/// The Redis row's server: `None` if the row is not asked for, `Err(why)` if
+/// it could not start.
+#[cfg(feature = "redis")]
+type Redis = Option<Result<redis_server::RedisServer, String>>;
+#[cfg(not(feature = "redis"))]
+type Redis = Option<Result<std::convert::Infallible, String>>;
+
+fn main() -> ExitCode {
+    // A worker process of the Redis row (this binary re-run by itself).
+    #[cfg(feature = "redis")]
+    if let Some(worker) = redis_row::Worker::from_env() {
+        return match worker {
+            Ok(worker) => worker.run(),
+            Err(e) => {
+                eprintln!("storm worker: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
+
+    let cfg = Config::from_env();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    println!(
+        "storm: N={} tasks, CAP={} per second, ideal last success {} (N/CAP − 1 s), {} s limit per row{}",
+        cfg.n,
+        cfg.cap,
+        secs(cfg.ideal()),
+        cfg.timeout.as_secs(),
+        if cfg.smoke {
+            " — smoke run (no --bench): `cargo bench --bench storm` for the full run"
+        } else {
+            ""
+        }
+    );
+    let whole = Instant::now();
+    let redis = start_redis(&cfg);
+    let (rows, skipped) = run_rows(&cfg, &runtime, &redis);
+    print_table(&cfg, &rows, &skipped);
+    print_targets(&cfg, &rows);
+    #[cfg(feature = "redis")]
+    print_redis_targets(&cfg, &rows, &skipped);
+    print_failures(&rows);
+    for row in &rows {
+        let show = match cfg.verbose {
+            Verbose::Off => false,
+            Verbose::Ours => row.client.is_ours(),
+            Verbose::All => true,
+        };
+        if show {
+            print!("{}", details(row));
+        }
+    }
+    println!("\nstorm: total {}", secs(whole.elapsed()));
+    ExitCode::SUCCESS
+}
+
+/// Starts the Redis row's `redis-server` if that row is asked for.
+#[cfg(feature = "redis")]
+fn start_redis(cfg: &Config) -> Redis {
+    let redis = cfg
+        .clients
+        .contains(&ClientKind::BackpressureRedis)
+        .then(|| {
+            redis_server::RedisServer::try_start().map_err(|e| match e {
+                redis_server::StartError::NotFound => "redis-server not found on PATH; install it \
+                     (e.g. apt-get install redis-server) to run this row"
+                    .to_owned(),
+                redis_server::StartError::Failed(why) => why,
+            })
+        });
+    if let Some(Err(why)) = &redis {
+        println!(
+            "storm: SKIPPING the row \"{}\": {why}",
+            ClientKind::BackpressureRedis.name()
+        );
+    }
+    redis
+}
+
+#[cfg(not(feature = "redis"))]
+fn start_redis(_: &Config) -> Redis {
+    None
+}
+
+/// Runs every row asked for, shape by shape; returns them and the rows
+/// skipped.
+fn run_rows(cfg: &Config, runtime: &tokio::runtime::Runtime, redis: &Redis) -> (Vec<Row>, Skipped) {
+    #[cfg_attr(not(feature = "redis"), allow(unused_mut))]
+    let mut skipped = Skipped::new();
+    #[cfg(not(feature = "redis"))]
+    let _ = redis;
+    let mut rows = Vec::new();
+    for &shape in &cfg.shapes {
+        for &kind in &cfg.clients {
+            let row = match kind {
+                #[cfg(feature = "redis")]
+                ClientKind::BackpressureRedis => match redis {
+                    Some(Ok(server)) => runtime.block_on(redis_row::run(cfg, shape, &server.url())),
+                    Some(Err(why)) => {
+                        skipped.push((shape, kind, why.clone()));
+                        continue;
+                    }
+                    None => continue,
+                },
+                _ => runtime.block_on(run_row(cfg, shape, kind)),
+            };
+            eprintln!(
+                "storm: {} × {} done in {} ({} ok, {} requests)",
+                shape.name(),
+                kind.name(),
+                secs(row.client_side.last_ok.unwrap_or_default()),
+                row.client_side.ok,
+                row.server.requests
+            );
+            rows.push(row);
+        }
+    }
+    (rows, skipped)
+}
+
+/// The summary table, what "premature" means, and the rows skipped.
+fn print_table(cfg: &Config, rows: &[Row], skipped: &Skipped) {
+    println!();
+    print!("{}", table(cfg, rows));
+    println!(
+        "\npremature: a task's request arriving before the instant its last 429 allowed \
+         (fixed window: the next window's start; token bucket: 429 arrival + Retry-After), \
+         measured server-side. Last success: since the row started, client-side{}.",
+        if rows.iter().any(|r| r.client.multi_process()) {
+            " (the Redis row: the latest of its workers' last successes, each since \
+             the shared instant they all started their tasks at)"
+        } else {
+            ""
+        }
+    );
+    for (shape, kind, why) in skipped {
+        println!(
+            "\nSKIPPED: {} × {}: {why}. The other rows ran.",
+            shape.name(),
+            kind.name()
+        );
+    }
+}
+
+/// The single-process reqwest-backpressure rows' targets.
+fn print_targets(cfg: &Config, rows: &[Row]) {
+    let ours: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.client == ClientKind::Backpressure)
+        .collect();
+    if !ours.is_empty() {
+        println!(
+            "\nreqwest-backpressure targets (N={}, CAP={}):",
+            cfg.n, cfg.cap
+        );
+        let mut all = true;
+        for row in &ours {
+            let (text, ok) = targets(cfg, row);
+            print!("{text}");
+            all &= ok;
+        }
+        println!(
+            "  overall: {}",
+            if all { "PASS" } else { "MISS (see above)" }
+        );
+    }
+}
+
+/// The Redis rows' targets, against the single-process row of their shape.
+#[cfg(feature = "redis")]
+fn print_redis_targets(cfg: &Config, rows: &[Row], skipped: &Skipped) {
+    let multi: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.client == ClientKind::BackpressureRedis)
+        .collect();
+    if !multi.is_empty() {
+        println!(
+            "\n{} targets (N={}, CAP={}; 429s and last success within 10% of the \
+             single-process row, i.e. ≤ 1.1×):",
+            ClientKind::BackpressureRedis.name(),
+            cfg.n,
+            cfg.cap
+        );
+        let mut all = true;
+        for row in &multi {
+            let single = rows
+                .iter()
+                .find(|r| r.shape == row.shape && r.client == ClientKind::Backpressure);
+            let (text, ok) = redis_row::targets(cfg, row, single);
+            print!("{text}");
+            all &= ok;
+        }
+        println!(
+            "  overall: {}",
+            if all { "PASS" } else { "MISS (see above)" }
+        );
+    }
+    if !skipped.is_empty() {
+        println!(
+            "\n{} targets: not run (redis-server unavailable, see SKIPPED above)",
+            ClientKind::BackpressureRedis.name()
+        );
+    }
+}
+
+/// Why tasks failed, row by row.
+fn print_failures(rows: &[Row]) {
+    let failures: Vec<&Row> = rows
+        .iter()
+        .filter(|r| !r.client_side.reasons.is_empty())
+        .collect();
+    if !failures.is_empty() {
+        println!("\nwhy tasks failed:");
+        for row in failures {
+            let reasons = row
+                .client_side
+                .reasons
+                .iter()
+                .map(|(k, v)| format!("{v} × {k}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            println!("  {} × {}: {reasons}", row.shape.name(), row.client.name());
+        }
+    }
+}

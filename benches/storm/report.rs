@@ -1,0 +1,111 @@
+//! The report: the summary table and each row's targets (pass or miss).
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use crate::config::Config;
+use crate::outcome::Row;
+
+const SECOND: Duration = Duration::from_secs(1);
+
+pub(crate) fn secs(d: Duration) -> String {
+    format!("{:.2} s", d.as_secs_f64())
+}
+
+pub(crate) fn table(cfg: &Config, rows: &[Row]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "| server | client | tasks ok/N | requests | 429s | premature | failed tasks | last success | ideal last success |"
+    );
+    let _ = writeln!(out, "|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    for row in rows {
+        let c = &row.client_side;
+        let failed = match row.timed_out {
+            Some(limit) => format!(
+                "{} + {} unfinished (timeout {} s)",
+                c.failed,
+                row.n - c.ok - c.failed,
+                limit.as_secs()
+            ),
+            None => c.failed.to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {}/{} | {} | {} | {} | {} | {} | {} |",
+            row.shape.name(),
+            row.client.name(),
+            c.ok,
+            row.n,
+            row.server.requests,
+            row.server.rejected,
+            row.server.premature,
+            failed,
+            c.last_ok.map_or_else(|| "—".to_owned(), secs),
+            secs(cfg.ideal()),
+        );
+    }
+    out
+}
+
+pub(crate) fn pass(ok: bool) -> &'static str {
+    if ok { "PASS" } else { "MISS" }
+}
+
+/// Writes the heading of `row`'s targets and the two targets every row of
+/// ours has, every task succeeding (none unfinished) and no premature send,
+/// to `out`; returns whether each was met, `(all_ok, no_premature)`.
+pub(crate) fn shared_targets(out: &mut String, cfg: &Config, row: &Row) -> (bool, bool) {
+    let c = &row.client_side;
+    let all_ok = c.ok == cfg.n && row.timed_out.is_none();
+    let no_premature = row.server.premature == 0;
+    let _ = writeln!(out, "  {}:", row.shape.name());
+    let _ = writeln!(
+        out,
+        "    {}  {}/{} tasks succeed (target {}/{})",
+        pass(all_ok),
+        c.ok,
+        cfg.n,
+        cfg.n,
+        cfg.n
+    );
+    let _ = writeln!(
+        out,
+        "    {}  {} premature sends (target 0)",
+        pass(no_premature),
+        row.server.premature
+    );
+    (all_ok, no_premature)
+}
+
+pub(crate) fn targets(cfg: &Config, row: &Row) -> (String, bool) {
+    let c = &row.client_side;
+    let n = u64::from(cfg.n);
+    let max_429 = 1.1 * (n.saturating_sub(u64::from(cfg.cap))) as f64;
+    let ideal = cfg.ideal();
+    let limit = ideal + SECOND;
+    let mut out = String::new();
+    let (all_ok, no_premature) = shared_targets(&mut out, cfg, row);
+    let few_429 = row.server.rejected as f64 <= max_429;
+    let fast = c.last_ok.is_some_and(|l| l <= limit) && all_ok;
+    let _ = writeln!(
+        out,
+        "    {}  {} 429s (target ≤ 1.1 × (N − CAP) = {:.0})",
+        pass(few_429),
+        row.server.rejected,
+        max_429
+    );
+    let _ = writeln!(
+        out,
+        "    {}  last success {} (target ≤ ideal + 1 s = {}{})",
+        pass(fast),
+        c.last_ok.map_or_else(|| "—".to_owned(), secs),
+        secs(limit),
+        if all_ok {
+            ""
+        } else {
+            ", with every task succeeding"
+        }
+    );
+    (out, all_ok && no_premature && few_429 && fast)
+}

@@ -1,0 +1,309 @@
+//! Non-idempotent methods and idempotency keys: which requests may be
+//! retried, the `Idempotency-Key` header on every attempt, one active task
+//! per key, a key freed when its task ends or is dropped, and a key never
+//! shown.
+
+use super::support::*;
+
+#[tokio::test]
+async fn post_without_key_is_not_retried() {
+    let server = MockServer::start().await;
+    mount_seq(&server, 1, vec![too_many("0"), ok()]).await;
+
+    let resp = client(exact()).post(server.uri()).send().await.unwrap();
+
+    assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(stop_code(&resp), Some("retry_not_authorized_by_contract"));
+    assert_eq!(
+        idempotency_headers(&server).await,
+        vec![Vec::<String>::new()]
+    );
+    server.verify().await;
+}
+
+#[tokio::test]
+async fn post_with_key_is_retried_and_every_attempt_carries_the_header() {
+    let server = MockServer::start().await;
+    mount_seq(&server, 3, vec![too_many("0"), too_many("0"), ok()]).await;
+
+    let resp = client(exact())
+        .post(server.uri())
+        .body("order")
+        .with_extension(IdempotencyKey::new("order-42"))
+        .send()
+        .await
+        .unwrap();
+
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(report(&resp).attempts(), 3);
+    assert_eq!(
+        idempotency_headers(&server).await,
+        vec![vec!["\"order-42\"".to_owned()]; 3]
+    );
+    server.verify().await;
+}
+
+#[tokio::test]
+async fn post_with_caller_set_header_is_retried_with_the_header_unchanged() {
+    let server = MockServer::start().await;
+    mount_seq(&server, 2, vec![too_many("0"), ok()]).await;
+
+    let resp = client(exact())
+        .post(server.uri())
+        .header("Idempotency-Key", "caller-7")
+        .send()
+        .await
+        .unwrap();
+
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(report(&resp).attempts(), 2);
+    assert_eq!(
+        idempotency_headers(&server).await,
+        vec![vec!["caller-7".to_owned()]; 2]
+    );
+    server.verify().await;
+}
+
+#[tokio::test]
+async fn extension_does_not_overwrite_a_caller_set_header() {
+    let server = MockServer::start().await;
+    mount_seq(&server, 2, vec![too_many("0"), ok()]).await;
+
+    let resp = client(exact())
+        .post(server.uri())
+        .header("Idempotency-Key", "from-header")
+        .with_extension(IdempotencyKey::new("from-extension"))
+        .send()
+        .await
+        .unwrap();
+
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(report(&resp).attempts(), 2);
+    assert_eq!(
+        idempotency_headers(&server).await,
+        vec![vec!["from-header".to_owned()]; 2]
+    );
+    server.verify().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn second_send_with_an_active_key_fails_without_sending() {
+    let (client, arrivals) = offline(exact(), seq(vec![push_back(429, "1"), answer(200)]));
+
+    let first = tokio::spawn({
+        let client = client.clone();
+        async move {
+            client
+                .post(URL)
+                .with_extension(IdempotencyKey::new("order-42"))
+                .send()
+                .await
+        }
+    });
+    arrivals.wait_for(1).await;
+
+    let start = tokio::time::Instant::now();
+    let err = client
+        .post(URL)
+        .with_extension(IdempotencyKey::new("order-42"))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(our_code(&err), Some("already_active"), "{err:?}");
+    assert!(start.elapsed() < Duration::from_millis(500));
+    assert!(
+        !first.is_finished(),
+        "the first task should still be waiting"
+    );
+
+    let resp = first.await.unwrap().unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(report(&resp).attempts(), 2);
+    // Only the first task's two attempts were sent.
+    assert_eq!(
+        arrivals.idempotency_keys(),
+        vec![Some("\"order-42\"".to_owned()); 2]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_different_key_is_not_refused_and_waits_for_the_origin_gate() {
+    let (client, arrivals) = offline(exact(), |path: &str, i| match (path, i) {
+        ("/a", 0) => push_back(429, "1"),
+        _ => answer(200),
+    });
+
+    let first = tokio::spawn({
+        let client = client.clone();
+        let url = format!("{URL}a");
+        async move {
+            client
+                .post(url)
+                .with_extension(IdempotencyKey::new("order-42"))
+                .send()
+                .await
+        }
+    });
+    arrivals.wait_for(1).await;
+
+    let resp = client
+        .post(format!("{URL}b"))
+        .with_extension(IdempotencyKey::new("order-43"))
+        .send()
+        .await
+        .expect("a different key is not already_active");
+    assert_eq!(resp.status(), StatusCode::OK);
+    // Waiting at the gate spends no attempt.
+    assert_eq!(report(&resp).attempts(), 1);
+    // Same origin: held until the server's time, never earlier.
+    let gap = arrivals.at("/b")[0] - arrivals.at("/a")[0];
+    assert!(gap >= Duration::from_secs(1), "sent {gap:?} after the 429");
+    assert!(
+        gap < Duration::from_secs(2) + MARGIN,
+        "sent {gap:?} after the 429"
+    );
+
+    let resp = first.await.unwrap().unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(report(&resp).attempts(), 2);
+    assert_eq!(arrivals.at("/a").len(), 2);
+    assert_eq!(arrivals.at("/b").len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn another_origin_is_not_blocked_even_with_the_same_key() {
+    let (client, arrivals) = offline(exact(), |path: &str, i| match (path, i) {
+        ("/busy", 0) => push_back(429, "1"),
+        _ => answer(200),
+    });
+
+    let first = tokio::spawn({
+        let client = client.clone();
+        async move {
+            client
+                .post("http://busy.test/busy")
+                .with_extension(IdempotencyKey::new("order-42"))
+                .send()
+                .await
+        }
+    });
+    arrivals.wait_for(1).await;
+
+    let start = tokio::time::Instant::now();
+    let resp = client
+        .post("http://free.test/free")
+        .with_extension(IdempotencyKey::new("order-42"))
+        .send()
+        .await
+        .expect("keys are per origin");
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(report(&resp).attempts(), 1);
+    assert!(
+        start.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        start.elapsed()
+    );
+    assert!(
+        !first.is_finished(),
+        "the first task should still be waiting"
+    );
+
+    assert_eq!(first.await.unwrap().unwrap().status(), StatusCode::OK);
+    assert_eq!(arrivals.at("/busy").len(), 2);
+    assert_eq!(arrivals.at("/free").len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn store_holds_the_key_only_while_the_task_runs() {
+    let store = MemoryStore::new();
+    let (client, arrivals) = offline_with(
+        RetryAfterMiddleware::with_store(exact(), store.clone()),
+        seq(vec![push_back(429, "1"), answer(200)]),
+    );
+    assert_eq!(store.len(), 0);
+
+    let first = tokio::spawn({
+        let client = client.clone();
+        async move {
+            client
+                .post(URL)
+                .with_extension(IdempotencyKey::new("order-42"))
+                .send()
+                .await
+        }
+    });
+    arrivals.wait_for(1).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(store.len(), 1, "one entry while waiting on Retry-After");
+
+    let resp = first.await.unwrap().unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(store.len(), 0, "no entry after the task ended");
+    assert_eq!(arrivals.len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropping_the_future_mid_wait_frees_the_key() {
+    let store = MemoryStore::new();
+    let (client, arrivals) = offline_with(
+        RetryAfterMiddleware::with_store(exact(), store.clone()),
+        seq(vec![push_back(429, "1"), answer(200)]),
+    );
+
+    let send = client
+        .post(URL)
+        .with_extension(IdempotencyKey::new("order-42"))
+        .send();
+    let outcome = tokio::time::timeout(Duration::from_millis(400), send).await;
+    assert!(outcome.is_err(), "the task should have been waiting");
+    assert_eq!(arrivals.len(), 1, "cancelled mid-wait, after one attempt");
+    assert_eq!(store.len(), 0, "the lease is freed on drop");
+
+    let resp = client
+        .post(URL)
+        .with_extension(IdempotencyKey::new("order-42"))
+        .send()
+        .await
+        .expect("not already_active");
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(report(&resp).attempts(), 1);
+    // The cancelled task's Retry-After still holds its origin.
+    let gap = arrivals.first_gap();
+    assert!(gap >= Duration::from_secs(1), "sent {gap:?} after the 429");
+    assert!(
+        gap < Duration::from_secs(1) + MARGIN,
+        "sent {gap:?} after the 429"
+    );
+    assert_eq!(store.len(), 0);
+    assert_eq!(arrivals.len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn debug_output_never_shows_an_idempotency_key() {
+    let store = MemoryStore::new();
+    let (client, arrivals) = offline_with(
+        RetryAfterMiddleware::with_store(exact(), store.clone()),
+        seq(vec![push_back(429, "1"), answer(200)]),
+    );
+    let waiting = tokio::spawn({
+        let client = client.clone();
+        async move {
+            client
+                .post(URL)
+                .with_extension(IdempotencyKey::new("sk_live_SECRET_42"))
+                .send()
+                .await
+        }
+    });
+    // Waiting on its Retry-After: the key is in the store.
+    arrivals.wait_for(1).await;
+    assert_eq!(store.len(), 1);
+    let shown = format!(
+        "{store:?} {:?}",
+        RetryAfterMiddleware::with_store(exact(), store.clone())
+    );
+    assert!(!shown.contains("SECRET"), "{shown}");
+    assert!(!format!("{:?}", IdempotencyKey::new("sk_live_SECRET_42")).contains("SECRET"));
+    assert_eq!(waiting.await.unwrap().unwrap().status(), StatusCode::OK);
+    assert_eq!(arrivals.len(), 2);
+}

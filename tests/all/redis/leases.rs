@@ -1,0 +1,275 @@
+//! Key leases shared through Redis: one active task per key across stores, a
+//! crashed holder's lease expiring, and a lease freed the moment its task
+//! ends, gives up or times out.
+
+use super::support::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lease_held_through_one_store_refuses_the_key_in_another() {
+    bounded(Duration::from_secs(20), async {
+        let redis = RedisServer::start();
+        let prefix = "rbp-lease:";
+        // Two connections, one prefix: two processes.
+        let a = client(store(&redis, prefix).await, policy());
+        let b = client(store(&redis, prefix).await, policy());
+        let (server, arrivals) = scripted(|p, i| match (p, i) {
+            ("/orders/1", 0) => retry_after(1),
+            _ => ResponseTemplate::new(200),
+        })
+        .await;
+        let url = server.uri();
+
+        // A's task is pushed back and waits, holding the key.
+        let first = tokio::spawn(
+            a.post(format!("{url}/orders/1"))
+                .with_extension(IdempotencyKey::new("order-1"))
+                .with_extension(Deadline::after(Duration::from_secs(10)))
+                .send(),
+        );
+        arrivals.wait_for(1).await;
+
+        let mut conn = redis.conn();
+        let leases = keys(&mut conn, &format!("{prefix}lease:*"));
+        assert_eq!(leases.len(), 1, "one lease in Redis: {leases:?}");
+        assert!(!leases[0].contains("order-1"), "key text in {leases:?}");
+        let ttl = pttl(&mut conn, &leases[0]);
+        assert!(
+            ttl > 8_000 && ttl <= 10_000,
+            "the lease lives until the task's deadline (10 s): {ttl} ms"
+        );
+
+        // The same key through the other store: refused, nothing sent.
+        let second = b
+            .post(format!("{url}/orders/1"))
+            .with_extension(IdempotencyKey::new("order-1"))
+            .send()
+            .await;
+        assert_eq!(code(&second), "already_active");
+        assert_eq!(arrivals.at("/orders/1").len(), 1, "B sent nothing");
+
+        // Another key is fine.
+        let other = b
+            .post(format!("{url}/orders/2"))
+            .with_extension(IdempotencyKey::new("order-2"))
+            .send()
+            .await;
+        assert_eq!(code(&other), "ok 200 OK");
+        assert_eq!(arrivals.at("/orders/2").len(), 1);
+
+        let first = first.await.expect("task").expect("A's task succeeds");
+        assert_eq!(first.status(), 200);
+        assert_eq!(report(&first).attempts(), 2);
+        let at = arrivals.at("/orders/1");
+        assert_eq!(at.len(), 2);
+        assert!(at[1] - at[0] >= Duration::from_secs(1), "retry too early");
+
+        // Release runs as a spawned task: give it a moment.
+        let give_up = Instant::now() + Duration::from_secs(2);
+        while !keys(&mut conn, &format!("{prefix}*lease*")).is_empty() {
+            assert!(Instant::now() < give_up, "lease not released in Redis");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // ...and B may now run the key.
+        let again = b
+            .post(format!("{url}/orders/1"))
+            .with_extension(IdempotencyKey::new("order-1"))
+            .send()
+            .await;
+        assert_eq!(code(&again), "ok 200 OK");
+        assert_eq!(arrivals.at("/orders/1").len(), 3);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_holders_lease_frees_itself() {
+    bounded(Duration::from_secs(10), async {
+        let redis = RedisServer::start();
+        let prefix = "rbp-crash:";
+        let one = store(&redis, prefix).await;
+        let two = store(&redis, prefix).await;
+
+        // Taken and never released: the holder "crashed".
+        let held = Store::acquire(&one, "job-7", Duration::from_millis(300)).await;
+        assert!(matches!(held, Ok(Some(_))), "{held:?}");
+        let refused = Store::acquire(&two, "job-7", Duration::from_secs(5)).await;
+        assert_eq!(refused, Ok(None), "held by the other process");
+
+        let mut conn = redis.conn();
+        let leases = keys(&mut conn, &format!("{prefix}lease:*"));
+        assert_eq!(leases.len(), 1);
+        let ttl = pttl(&mut conn, &leases[0]);
+        assert!(ttl > 0 && ttl <= 300, "lease TTL {ttl} ms");
+
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let taken = Store::acquire(&two, "job-7", Duration::from_secs(5)).await;
+        assert!(matches!(taken, Ok(Some(_))), "expired lease: {taken:?}");
+    })
+    .await;
+}
+
+/// The same key, sent again the moment its task ended, is free: the
+/// lease's release (spawned from `Drop`) may not have reached Redis yet,
+/// but the next acquire frees this process's own stale lease first.
+#[tokio::test(flavor = "current_thread")]
+async fn a_key_is_free_again_the_moment_its_task_ends() {
+    bounded(Duration::from_secs(20), async {
+        let redis = RedisServer::start();
+        let client = client(store(&redis, "rbp-reuse:").await, policy());
+        let (server, arrivals) = scripted(|_, _| ResponseTemplate::new(200)).await;
+        for i in 0..50 {
+            let r = client
+                .post(format!("{}/again", server.uri()))
+                .with_extension(IdempotencyKey::new("same-key"))
+                .send()
+                .await;
+            assert_eq!(code(&r), "ok 200 OK", "send {i}");
+        }
+        assert_eq!(arrivals.at("/again").len(), 50);
+    })
+    .await;
+}
+
+/// Finished tasks leave nothing behind in the process either: the local
+/// copy of each lease goes with it, so a later Redis outage does not refuse
+/// keys that nobody runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn finished_keys_leave_no_local_lease_behind() {
+    bounded(Duration::from_secs(20), async {
+        let mut redis = RedisServer::start();
+        let store = store(&redis, "rbp-local:").await;
+        let local = store.local().clone();
+        let client = client(store, policy());
+        let (server, _arrivals) = scripted(|_, _| ResponseTemplate::new(200)).await;
+        for i in 0..100 {
+            let r = client
+                .post(format!("{}/k", server.uri()))
+                .with_extension(IdempotencyKey::new(format!("k-{i}")))
+                .send()
+                .await;
+            assert_eq!(code(&r), "ok 200 OK");
+        }
+        assert_eq!(local.len(), 0, "local leases left behind");
+        redis.stop();
+        let r = client
+            .post(format!("{}/k", server.uri()))
+            .with_extension(IdempotencyKey::new("k-7"))
+            .send()
+            .await;
+        assert_eq!(
+            code(&r),
+            "ok 200 OK",
+            "a finished key is refused while Redis is down"
+        );
+    })
+    .await;
+}
+
+/// A burst of first sends against a healthy Redis, failing closed: none is
+/// refused for contention or slowness of this process's own queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_against_a_healthy_redis_is_not_refused() {
+    bounded(Duration::from_secs(40), async {
+        let redis = RedisServer::start();
+        let store = store(&redis, "rbp-burst:")
+            .await
+            .fail_mode(FailMode::Closed);
+        let client = client(store, policy());
+        let (server, arrivals) = scripted(|_, _| ResponseTemplate::new(200)).await;
+        let tasks: Vec<_> = (0..1000)
+            .map(|_| {
+                let client = client.clone();
+                let url = format!("{}/burst", server.uri());
+                tokio::spawn(async move { code(&client.get(url).send().await) })
+            })
+            .collect();
+        let mut refused = 0;
+        for t in tasks {
+            if t.await.expect("task") != "ok 200 OK" {
+                refused += 1;
+            }
+        }
+        assert_eq!(refused, 0, "of 1000 sends");
+        assert_eq!(arrivals.at("/burst").len(), 1000);
+    })
+    .await;
+}
+
+/// A caller that gives up while the lease's round trip to Redis is in
+/// flight leaves no lease behind, locally or in Redis.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_giving_up_during_the_lease_leaves_no_lease() {
+    bounded(Duration::from_secs(30), async {
+        let redis = RedisServer::start();
+        let store = store(&redis, "rbp-cancel:").await;
+        let local = store.local().clone();
+        let client = client(store, policy());
+        let (server, _arrivals) = scripted(|_, _| ResponseTemplate::new(200)).await;
+        let url = format!("{}/c", server.uri());
+        // Warm the connection and the script cache.
+        let r = client
+            .post(&url)
+            .with_extension(IdempotencyKey::new("warm"))
+            .send()
+            .await;
+        assert_eq!(code(&r), "ok 200 OK");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+
+        redis.signal("-STOP");
+        let fut = client
+            .post(&url)
+            .with_extension(IdempotencyKey::new("cancel-me"))
+            .with_extension(Deadline::after(Duration::from_secs(30)))
+            .send();
+        assert!(
+            tokio::time::timeout(Duration::from_millis(100), fut)
+                .await
+                .is_err()
+        );
+        assert_eq!(local.len(), 0, "the local lease outlived its caller");
+        redis.signal("-CONT");
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        let mut conn = redis.conn();
+        assert_eq!(keys(&mut conn, "rbp-cancel:lease:*"), Vec::<String>::new());
+        let r = client
+            .post(&url)
+            .with_extension(IdempotencyKey::new("cancel-me"))
+            .send()
+            .await;
+        assert_eq!(code(&r), "ok 200 OK");
+    })
+    .await;
+}
+
+/// Failing closed on a lease whose round trip timed out: if Redis applies
+/// the lease after all, it is released, so the caller's own retry and
+/// other processes are not refused for the lease's whole TTL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_that_timed_out_failing_closed_is_released_later() {
+    bounded(Duration::from_secs(30), async {
+        let redis = RedisServer::start();
+        let a = store(&redis, "rbp-late:")
+            .await
+            .fail_mode(FailMode::Closed)
+            .op_timeout(Duration::from_millis(100));
+        let b = store(&redis, "rbp-late:").await;
+        for (s, key) in [(&a, "warm-a"), (&b, "warm-b")] {
+            let t = s
+                .acquire(key, Duration::from_secs(30))
+                .await
+                .expect("redis up")
+                .expect("free");
+            s.release(key, t);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        redis.signal("-STOP");
+        let frozen = a.acquire("k", Duration::from_secs(30)).await;
+        assert!(frozen.is_err(), "{frozen:?}");
+        assert_eq!(a.local().len(), 0);
+        redis.signal("-CONT");
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        let other = b.acquire("k", Duration::from_secs(30)).await;
+        assert!(matches!(other, Ok(Some(_))), "{other:?}");
+    })
+    .await;
+}

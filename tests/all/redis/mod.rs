@@ -1,0 +1,18 @@
+//! `RedisStore` against a real `redis-server` on loopback, started by these
+//! tests on a free port and killed when each test ends; one file per topic.
+//!
+//! A missing `redis-server` fails the tests (it never skips them). Timing
+//! assertions are taken on the server's side (arrival times of requests);
+//! lower bounds are exact, upper bounds loose. Every test is bounded by a
+//! timeout, so a hung store fails instead of hanging the run.
+
+#[path = "../../support/redis_server.rs"]
+mod redis_server;
+
+mod faults;
+mod gate;
+mod keys;
+mod leases;
+mod limit_server;
+mod multi_process;
+mod support;

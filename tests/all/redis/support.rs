@@ -1,0 +1,122 @@
+//! What every Redis test shares: stores and clients over one
+//! `redis-server`, reading what the store wrote, and scripted wiremock
+//! servers recording arrivals on the server's clock.
+
+pub(super) use std::collections::{BTreeMap, HashMap};
+pub(super) use std::io::{BufRead, BufReader, Read, Write};
+pub(super) use std::net::{TcpListener, TcpStream};
+pub(super) use std::process::{Command, Stdio};
+pub(super) use std::sync::atomic::{AtomicBool, Ordering};
+pub(super) use std::sync::{Arc, Mutex};
+pub(super) use std::time::{Duration, Instant, SystemTime};
+
+pub(super) use reqwest_backpressure::store::{FailMode, RedisStore};
+pub(super) use reqwest_backpressure::{
+    Deadline, Fallback, IdempotencyKey, Policy, RetryAfterMiddleware, RetryReport, Store,
+};
+pub(super) use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
+pub(super) use wiremock::matchers::any;
+pub(super) use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+pub(super) use super::redis_server::{RedisServer, Workers};
+pub(super) use crate::server::{Arrivals, ServerState, Shape};
+
+/// Keys matching `pattern`, sorted.
+pub(super) fn keys(conn: &mut redis::Connection, pattern: &str) -> Vec<String> {
+    let mut keys: Vec<String> = redis::cmd("KEYS").arg(pattern).query(conn).expect("KEYS");
+    keys.sort();
+    keys
+}
+
+pub(super) fn pttl(conn: &mut redis::Connection, key: &str) -> i64 {
+    redis::cmd("PTTL").arg(key).query(conn).expect("PTTL")
+}
+
+/// Runs a test body under a hard time limit.
+pub(super) async fn bounded<F: Future<Output = ()>>(limit: Duration, body: F) {
+    tokio::time::timeout(limit, body)
+        .await
+        .unwrap_or_else(|_| panic!("test did not finish within {limit:?}"));
+}
+
+pub(super) async fn store(redis: &RedisServer, prefix: &str) -> RedisStore {
+    RedisStore::connect(&redis.url())
+        .await
+        .expect("connect RedisStore")
+        .prefix(prefix)
+}
+
+pub(super) fn client(store: RedisStore, policy: Policy) -> ClientWithMiddleware {
+    ClientBuilder::new(reqwest::Client::new())
+        .with(RetryAfterMiddleware::try_with_store(policy, store).expect("valid policy"))
+        .build()
+}
+
+pub(super) fn policy() -> Policy {
+    Policy::default().jitter(Duration::ZERO)
+}
+
+/// The crate's error code of a failed call (or a description of another
+/// error).
+pub(super) fn code(result: &reqwest_middleware::Result<reqwest::Response>) -> String {
+    match result {
+        Ok(r) => format!("ok {}", r.status()),
+        Err(reqwest_middleware::Error::Middleware(e)) => {
+            e.downcast_ref::<reqwest_backpressure::Error>().map_or_else(
+                || format!("other middleware error: {e}"),
+                |e| e.code().to_owned(),
+            )
+        }
+        Err(reqwest_middleware::Error::Reqwest(e)) => format!("reqwest error: {e}"),
+    }
+}
+
+pub(super) fn report(r: &reqwest::Response) -> RetryReport {
+    *r.extensions()
+        .get::<RetryReport>()
+        .expect("RetryReport on every response")
+}
+
+pub(super) fn retry_after(secs: u64) -> ResponseTemplate {
+    ResponseTemplate::new(429).insert_header("retry-after", secs.to_string())
+}
+
+/// Answers the `i`-th request to a path with `script(path, i)` and records
+/// it.
+pub(super) struct Scripted<F> {
+    arrivals: Arrivals,
+    script: F,
+}
+
+impl<F> Respond for Scripted<F>
+where
+    F: Fn(&str, usize) -> ResponseTemplate + Send + Sync,
+{
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let i = self.arrivals.record(request);
+        (self.script)(request.url.path(), i)
+    }
+}
+
+/// A server answering each path's `i`-th request with `script(path, i)`.
+pub(super) async fn scripted<F>(script: F) -> (MockServer, Arrivals)
+where
+    F: Fn(&str, usize) -> ResponseTemplate + Send + Sync + 'static,
+{
+    let server = MockServer::start().await;
+    let arrivals = Arrivals::default();
+    Mock::given(any())
+        .respond_with(Scripted {
+            arrivals: arrivals.clone(),
+            script,
+        })
+        .mount(&server)
+        .await;
+    (server, arrivals)
+}
+
+/// `http://127.0.0.1:port`, as the middleware names an origin.
+pub(super) fn origin(server: &MockServer) -> String {
+    let a = server.address();
+    format!("http://{}:{}", a.ip(), a.port())
+}

@@ -1,0 +1,415 @@
+//! The one test server: [`Arrivals`], the server-side arrival log every
+//! wire test reads, and [`LimitedServer`], a rate-limited wiremock server of
+//! a given [`Shape`] that answers `429` + `Retry-After` and counts what it
+//! saw (requests, `429`s, *premature* sends).
+//!
+//! Used by the integration tests (`tests/all/`), the storm bench
+//! (`benches/storm/`) and the demo (`examples/demo.rs`), each including it
+//! with `#[path = …] mod server;` (as `redis_server.rs` is): a plain module,
+//! not a test target of its own. Not every includer uses every item.
+//!
+//! Adding a server shape (a sliding log, "`Retry-After: 0` inside a closed
+//! window", …) is one [`Shape`] variant, its state in [`Limit`] and one arm
+//! of [`Limit::admit`]: the transport, the per-task records and the counts
+//! stay shared.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use wiremock::matchers::{method, path};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+const SECOND: Duration = Duration::from_secs(1);
+
+/// Locks `m`, even if a panicking holder poisoned it.
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+// ------------------------------------------------------------ arrivals
+
+/// One request as a server saw it, on the server's clock (tokio's: the real
+/// one on a wiremock server's thread, the paused one in a paused test).
+#[derive(Debug, Clone)]
+pub struct Arrival {
+    pub at: tokio::time::Instant,
+    pub path: String,
+    /// The `Idempotency-Key` header, if any (lossy UTF-8).
+    pub idempotency_key: Option<String>,
+    /// When the answer's `Retry-After` allows the next request, if the
+    /// responder noted it ([`Arrivals::allow_after`]).
+    pub not_before: Option<tokio::time::Instant>,
+}
+
+/// Server-side arrival times, in order: responders [`record`](Self::record)
+/// each request on the server's thread (or a socket-less terminal middleware
+/// [`push`](Self::push)es it); tests read them, or wait for them instead of
+/// sleeping.
+#[derive(Debug, Clone, Default)]
+pub struct Arrivals(Arc<Mutex<Vec<Arrival>>>);
+
+impl Arrivals {
+    /// Records `request`, arriving now; returns how many requests to its
+    /// path came before it.
+    pub fn record(&self, request: &Request) -> usize {
+        self.push(
+            request.url.path(),
+            request
+                .headers
+                .get("idempotency-key")
+                .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned()),
+        )
+    }
+
+    /// Records a request to `path` with this `Idempotency-Key`, arriving now
+    /// on tokio's clock; returns how many requests to `path` came before it.
+    pub fn push(&self, path: &str, idempotency_key: Option<String>) -> usize {
+        let mut all = lock(&self.0);
+        let before = all.iter().filter(|a| a.path == path).count();
+        all.push(Arrival {
+            at: tokio::time::Instant::now(),
+            path: path.to_owned(),
+            idempotency_key,
+            not_before: None,
+        });
+        before
+    }
+
+    /// Notes, on the last arrival, that its answer allows the next request
+    /// `delay` after it (for servers answering one request at a time).
+    pub fn allow_after(&self, delay: Duration) {
+        if let Some(last) = lock(&self.0).last_mut() {
+            last.not_before = Some(last.at + delay);
+        }
+    }
+
+    /// Every arrival, in order.
+    pub fn entries(&self) -> Vec<Arrival> {
+        lock(&self.0).clone()
+    }
+
+    /// Every arrival time, in order.
+    pub fn all(&self) -> Vec<Instant> {
+        lock(&self.0).iter().map(|a| a.at.into_std()).collect()
+    }
+
+    /// Arrival times of requests to path `p`, in order.
+    pub fn at(&self, p: &str) -> Vec<Instant> {
+        lock(&self.0)
+            .iter()
+            .filter(|a| a.path == p)
+            .map(|a| a.at.into_std())
+            .collect()
+    }
+
+    pub fn len(&self) -> usize {
+        lock(&self.0).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Time between the first and the second arrival.
+    pub fn first_gap(&self) -> Duration {
+        let a = self.all();
+        assert!(
+            a.len() >= 2,
+            "expected at least 2 arrivals, got {}",
+            a.len()
+        );
+        a[1] - a[0]
+    }
+
+    /// The `Idempotency-Key` of each arrival, in order.
+    pub fn idempotency_keys(&self) -> Vec<Option<String>> {
+        lock(&self.0)
+            .iter()
+            .map(|a| a.idempotency_key.clone())
+            .collect()
+    }
+
+    /// Waits (polling every 5 ms on tokio's clock) until the server has seen
+    /// `n` requests; panics after 5 s of real time.
+    pub async fn wait_for(&self, n: usize) {
+        let give_up = Instant::now() + Duration::from_secs(5);
+        while self.len() < n {
+            assert!(Instant::now() < give_up, "server never saw {n} requests");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+// ------------------------------------------------------------ shapes
+
+/// How a [`LimitedServer`] admits requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// `cap` requests per 1 s window (windows start at the server's epoch);
+    /// the rest get `Retry-After` = whole seconds to the next window (at
+    /// least 1), and may come back at the next window's start.
+    Window,
+    /// Capacity `cap`, refilled `cap` a second, starting full; `Retry-After`
+    /// = whole seconds until one token (at least 1), counted from the `429`.
+    Bucket,
+}
+
+impl Shape {
+    pub fn name(self) -> &'static str {
+        match self {
+            Shape::Window => "fixed window",
+            Shape::Bucket => "token bucket",
+        }
+    }
+}
+
+/// A shape's own state.
+#[derive(Debug)]
+enum Limit {
+    Window {
+        window: u64,
+        used: u32,
+    },
+    Bucket {
+        tokens: f64,
+        refilled: Option<Instant>,
+    },
+}
+
+impl Limit {
+    fn new(shape: Shape, cap: u32) -> Self {
+        match shape {
+            Shape::Window => Limit::Window { window: 0, used: 0 },
+            Shape::Bucket => Limit::Bucket {
+                tokens: f64::from(cap),
+                refilled: None,
+            },
+        }
+    }
+
+    /// Admits at `now`, or returns (`Retry-After` in whole seconds, the
+    /// instant it allows).
+    fn admit(&mut self, cap: u32, epoch: Instant, now: Instant) -> Result<(), (u64, Instant)> {
+        match self {
+            Limit::Window { window, used } => {
+                let k = now.duration_since(epoch).as_secs();
+                if k != *window {
+                    *window = k;
+                    *used = 0;
+                }
+                if *used < cap {
+                    *used += 1;
+                    return Ok(());
+                }
+                let next = epoch + SECOND * u32::try_from(k + 1).unwrap_or(u32::MAX);
+                Err((ceil_secs(next.duration_since(now)), next))
+            }
+            Limit::Bucket { tokens, refilled } => {
+                let cap = f64::from(cap);
+                let last = *refilled.get_or_insert(now);
+                *tokens = (*tokens + now.duration_since(last).as_secs_f64() * cap).min(cap);
+                *refilled = Some(now);
+                if *tokens >= 1.0 {
+                    *tokens -= 1.0;
+                    return Ok(());
+                }
+                let until_token = Duration::from_secs_f64((1.0 - *tokens) / cap);
+                let ra = ceil_secs(until_token);
+                Err((ra, now + Duration::from_secs(ra)))
+            }
+        }
+    }
+}
+
+/// Whole seconds, rounded up, at least 1.
+fn ceil_secs(d: Duration) -> u64 {
+    (d.as_secs() + u64::from(d.subsec_nanos() > 0)).max(1)
+}
+
+// ------------------------------------------------------------ the limiter
+
+/// One request as the rate-limited server judged it.
+#[derive(Debug, Clone, Copy)]
+pub struct Admission {
+    /// Since the server's epoch.
+    pub at: Duration,
+    pub ok: bool,
+    /// The task had sent before.
+    pub retry: bool,
+    /// Before the instant the task's last 429 allowed.
+    pub premature: bool,
+    /// Before the task's last 429 arrival + its `Retry-After` (the literal
+    /// reading; stricter than `premature` for the fixed window).
+    pub early_literal: bool,
+}
+
+/// What the server remembers about one task (its `x-task` header).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct TaskRecord {
+    pub sends: u32,
+    pub oks: u32,
+    /// The instant the last 429 allowed.
+    pub allowed: Option<Instant>,
+    /// The last 429's arrival + `Retry-After`.
+    pub literal: Option<Instant>,
+}
+
+/// A rate limiter of one [`Shape`] and what it counted.
+#[derive(Debug)]
+pub struct ServerState {
+    pub shape: Shape,
+    pub cap: u32,
+    /// Time zero of the windows: the first request, unless set at start.
+    pub epoch: Option<Instant>,
+    limit: Limit,
+    pub requests: u64,
+    pub oks: u64,
+    pub rejected: u64,
+    pub premature: u64,
+    pub early_literal: u64,
+    /// Requests without a task id.
+    pub anonymous: u64,
+    pub tasks: HashMap<u32, TaskRecord>,
+    pub arrivals: Vec<Admission>,
+}
+
+impl ServerState {
+    /// A fresh limiter whose epoch is its first request.
+    pub fn new(shape: Shape, cap: u32) -> Self {
+        ServerState {
+            shape,
+            cap,
+            epoch: None,
+            limit: Limit::new(shape, cap),
+            requests: 0,
+            oks: 0,
+            rejected: 0,
+            premature: 0,
+            early_literal: 0,
+            anonymous: 0,
+            tasks: HashMap::new(),
+            arrivals: Vec::new(),
+        }
+    }
+
+    /// A fresh limiter whose epoch is `epoch` (e.g. the server's start).
+    pub fn starting_at(shape: Shape, cap: u32, epoch: Instant) -> Self {
+        ServerState {
+            epoch: Some(epoch),
+            ..Self::new(shape, cap)
+        }
+    }
+
+    /// Judges a request of `task` arriving at `now`: `Ok(())` to admit it,
+    /// or `Err(Retry-After in whole seconds)`; records and counts it.
+    pub fn judge(&mut self, task: Option<u32>, now: Instant) -> Result<(), u64> {
+        let epoch = *self.epoch.get_or_insert(now);
+        let verdict = self.limit.admit(self.cap, epoch, now);
+        self.requests += 1;
+        let record = match task {
+            Some(id) => self.tasks.entry(id).or_default(),
+            None => {
+                self.anonymous += 1;
+                &mut TaskRecord::default()
+            }
+        };
+        let retry = record.sends > 0;
+        record.sends += 1;
+        let premature = record.allowed.is_some_and(|a| now < a);
+        let early_literal = record.literal.is_some_and(|l| now < l);
+        let ok = verdict.is_ok();
+        let answer = match verdict {
+            Ok(()) => {
+                record.oks += 1;
+                Ok(())
+            }
+            Err((ra, allowed)) => {
+                record.allowed = Some(allowed);
+                record.literal = Some(now + Duration::from_secs(ra));
+                Err(ra)
+            }
+        };
+        if ok {
+            self.oks += 1;
+        } else {
+            self.rejected += 1;
+        }
+        self.premature += u64::from(premature);
+        self.early_literal += u64::from(early_literal);
+        self.arrivals.push(Admission {
+            at: now.duration_since(epoch),
+            ok,
+            retry,
+            premature,
+            early_literal,
+        });
+        answer
+    }
+
+    /// [`judge`](Self::judge)s a request arriving now, as an HTTP answer:
+    /// `200 ok`, or `429` with `Retry-After`.
+    pub fn handle(&mut self, task: Option<u32>) -> ResponseTemplate {
+        match self.judge(task, Instant::now()) {
+            Ok(()) => ResponseTemplate::new(200).set_body_string("ok"),
+            Err(ra) => {
+                ResponseTemplate::new(429).insert_header("retry-after", ra.to_string().as_str())
+            }
+        }
+    }
+}
+
+/// The task id a request carries in `x-task`.
+pub fn task_of(request: &Request) -> Option<u32> {
+    request
+        .headers
+        .get("x-task")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u32>().ok())
+}
+
+struct Limited(Arc<Mutex<ServerState>>);
+
+impl Respond for Limited {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        lock(&self.0).handle(task_of(request))
+    }
+}
+
+/// A rate-limited wiremock server on a fresh port (a new origin), answering
+/// `GET <path>`.
+pub struct LimitedServer {
+    mock: MockServer,
+    pub state: Arc<Mutex<ServerState>>,
+    /// The one URL the tasks call.
+    pub url: String,
+}
+
+impl LimitedServer {
+    pub async fn start(shape: Shape, cap: u32, at: &str) -> Self {
+        let state = Arc::new(Mutex::new(ServerState::new(shape, cap)));
+        // A bare (not pooled) server: a new port, so a new origin.
+        let mock = MockServer::builder()
+            .disable_request_recording()
+            .start()
+            .await;
+        Mock::given(method("GET"))
+            .and(path(at))
+            .respond_with(Limited(state.clone()))
+            .mount(&mock)
+            .await;
+        let url = format!("{}{at}", mock.uri());
+        LimitedServer { mock, state, url }
+    }
+
+    /// Stops the server and returns what it counted.
+    pub fn finish(self) -> ServerState {
+        let LimitedServer { mock, state, .. } = self;
+        drop(mock);
+        let mut guard = lock(&state);
+        let (shape, cap) = (guard.shape, guard.cap);
+        std::mem::replace(&mut *guard, ServerState::new(shape, cap))
+    }
+}
