@@ -9,7 +9,7 @@ use http::HeaderValue;
 use tokio::time::Instant;
 
 use crate::planner::{HintSource, StopReason};
-use crate::store::far_future;
+use crate::util::far_future;
 
 /// Request extension: the absolute deadline of the whole task, retries and
 /// waits included. Without one, the policy's `default_deadline` applies from

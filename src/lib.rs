@@ -69,6 +69,7 @@ mod redis_store;
 mod retry_after;
 pub mod store;
 mod task;
+mod util;
 
 pub use error::Error;
 pub use extensions::{Attempt, Deadline, IdempotencyKey, RetryReport};

@@ -11,8 +11,9 @@ use crate::error::Error;
 use crate::extensions::{Deadline, IdempotencyKey};
 use crate::planner::Planner;
 use crate::policy::{InvalidPolicy, Policy};
-use crate::store::{MemoryStore, Store, far_future};
+use crate::store::{MemoryStore, Store};
 use crate::task::{Contract, Task};
+use crate::util::far_future;
 
 /// The `Idempotency-Key` request header (IETF httpapi draft).
 pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");

@@ -752,7 +752,7 @@ impl<K: Hash + Eq> KeyedPlanner<K> {
     /// Ends the task `key`, freeing its entry.
     pub fn end(&mut self, key: &K) -> Option<TaskState> {
         let task = self.tasks.remove(key);
-        crate::store::shrink_after_burst(&mut self.tasks);
+        crate::util::shrink_after_burst(&mut self.tasks);
         task
     }
 

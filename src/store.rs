@@ -13,6 +13,8 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use crate::util::{far_future, shrink_after_burst};
+
 use tokio::time::Instant;
 
 #[cfg(feature = "redis")]
@@ -277,21 +279,6 @@ impl MemoryStore {
         leases.insert(key.to_owned(), Lease { token, expires });
         Some(LeaseToken(token))
     }
-}
-
-/// Gives memory back once a burst of entries is over: when a map holds
-/// under a quarter of its capacity (and the capacity is not small), it
-/// shrinks to twice its length. The hysteresis keeps this rare.
-pub(crate) fn shrink_after_burst<K: std::hash::Hash + Eq, V>(map: &mut HashMap<K, V>) {
-    if map.capacity() > 64 && map.len() < map.capacity() / 4 {
-        map.shrink_to(map.len() * 2);
-    }
-}
-
-/// About 30 years ahead: the latest instant we ever compute.
-pub(crate) fn far_future(now: Instant) -> Instant {
-    const THIRTY_YEARS: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
-    now.checked_add(THIRTY_YEARS).unwrap_or(now)
 }
 
 impl Store for MemoryStore {
