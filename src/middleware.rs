@@ -60,7 +60,7 @@ pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key
 /// server's time all the same, and asks the request's origin for admission.
 ///
 /// Place it *before* `reqwest-tracing`'s middleware (so each attempt gets its
-/// own span, with the [`Attempt`] extension to read) and do not combine it
+/// own span, with the [`Attempt`](crate::Attempt) extension to read) and do not combine it
 /// with another retry middleware on the same statuses.
 #[derive(Debug)]
 pub struct RetryAfterMiddleware<S = MemoryStore> {
