@@ -9,7 +9,7 @@
 use std::future::Future;
 use std::time::SystemTime;
 
-use http::{Extensions, StatusCode};
+use http::Extensions;
 use reqwest::{Request, Response};
 use reqwest_middleware::Next;
 use tokio::time::Instant;
@@ -222,13 +222,15 @@ impl<'a, S: Store> Task<'a, S> {
         let headers = response.headers();
         let hint = Hint::from_headers(headers);
         let pushback = Pushback {
-            hint,
-            server_now: server_date(headers).unwrap_or(received_at),
-            received_at,
             retry_authorized: contract.retry_authorized,
             body_replayable: contract.replayable,
-            fallback_allowed: status == StatusCode::TOO_MANY_REQUESTS,
-            rate_limit: rate_limit.retry_in(),
+            ..Pushback::from_response(
+                status,
+                hint,
+                server_date(headers).unwrap_or(received_at),
+                received_at,
+                rate_limit.retry_in(),
+            )
         };
         self.retry_at = pushback.retry_at();
         let now = Instant::now();
