@@ -39,7 +39,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use criterion::Criterion;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
-use reqwest_backpressure::planner::PacingConfig;
+use reqwest_backpressure::origin::PacingConfig;
 use reqwest_backpressure::store::Outcome;
 use reqwest_backpressure::{MemoryStore, Policy, RetryAfterMiddleware, Store};
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};

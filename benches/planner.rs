@@ -195,17 +195,17 @@ fn store_run(keys: &[String]) -> ((f64, f64), isize) {
             tokens.push(token.expect("fresh key"));
         }
         let per_entry = before.per_entry(keys.len());
-        assert_eq!(store.len(), keys.len());
+        assert_eq!(store.active_keys(), keys.len());
         for (k, token) in keys.iter().zip(&tokens) {
             store.release(k, *token);
         }
         let retained = before.retained();
-        assert_eq!(store.len(), 0);
-        assert!(store.is_empty());
+        assert_eq!(store.active_keys(), 0);
+        assert!(store.no_active_keys());
         println!(
             "store run: {} leases acquired and released, len() = {}",
             keys.len(),
-            store.len()
+            store.active_keys()
         );
         (per_entry, retained)
     })

@@ -610,7 +610,7 @@ async fn main() -> ExitCode {
          a server delay over 60 s is never waited (nor shortened); each wait gets 0..{ms} ms of\n\
          jitter added, never subtracted.\n",
         ms = JITTER.as_millis(),
-        n = policy.get_max_attempts(),
+        n = policy.limits().max_attempts,
     );
     println!(
         "scenarios a-g and i (all at once, each against its own local server on 127.0.0.1), then h on its own:"

@@ -57,10 +57,11 @@
 )]
 #![forbid(unsafe_code)]
 
+pub mod budget;
 mod error;
 mod extensions;
 mod middleware;
-mod pacing;
+pub mod origin;
 pub mod planner;
 mod policy;
 mod ratelimit;
@@ -71,12 +72,12 @@ pub mod store;
 mod task;
 mod util;
 
+pub use budget::RetryBudget;
 pub use error::Error;
 pub use extensions::{Attempt, Deadline, IdempotencyKey, RetryReport};
 pub use middleware::{IDEMPOTENCY_KEY, RetryAfterMiddleware, is_idempotent};
-pub use pacing::RetryBudget;
 pub use planner::{HintSource, StopReason};
-pub use policy::{Fallback, InvalidPolicy, Policy};
+pub use policy::{Fallback, InvalidPolicy, Limits, Policy};
 pub use ratelimit::{MAX_RATELIMIT_LEN, RateLimitHeaders, RateLimitHint, ResetFormat, parse_reset};
 pub use retry_after::{
     Hint, InvalidReason, InvalidRetryAfter, MAX_RETRY_AFTER_LEN, RetryAfter, parse_retry_after,

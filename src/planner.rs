@@ -40,7 +40,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-pub use crate::pacing::{Admission, BudgetState, OriginState, Outcome, PacingConfig, RetryBudget};
+use crate::origin::Outcome;
 use crate::policy::{Fallback, InvalidPolicy, Policy};
 use crate::retry_after::Hint;
 
@@ -689,7 +689,7 @@ fn scale(d: Duration, seed: u64) -> Duration {
 /// A second task with a key that is already running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("a task with this key is already active")]
-pub struct AlreadyActive;
+pub struct KeyInUse;
 
 /// Keyed tasks over a [`Planner`]: one state entry per key, which exists
 /// only between [`begin`](KeyedPlanner::begin) and
@@ -714,9 +714,9 @@ impl<K: Hash + Eq> KeyedPlanner<K> {
 
     /// Starts the task `key` with its `deadline`; a key already running is
     /// refused.
-    pub fn begin(&mut self, key: K, deadline: Instant) -> Result<(), AlreadyActive> {
+    pub fn begin(&mut self, key: K, deadline: Instant) -> Result<(), KeyInUse> {
         match self.tasks.entry(key) {
-            Entry::Occupied(_) => Err(AlreadyActive),
+            Entry::Occupied(_) => Err(KeyInUse),
             Entry::Vacant(v) => {
                 v.insert(TaskState::new(deadline));
                 Ok(())

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 use http::StatusCode;
 
-use crate::pacing::{PacingConfig, RetryBudget};
+use crate::budget::RetryBudget;
+use crate::origin::PacingConfig;
 use crate::ratelimit::RateLimitHeaders;
 
 /// What to do with a pushed-back response that has no `Retry-After`.
@@ -302,17 +303,43 @@ impl Policy {
         self.statuses.contains(&status)
     }
 
-    /// The `max_attempts` setting.
+    /// The policy's limits, read back (the setters of the same names
+    /// consume the policy, so the values are read through this view).
+    ///
+    /// ```
+    /// use reqwest_backpressure::Policy;
+    /// let limits = Policy::default().max_attempts(4).limits();
+    /// assert_eq!(limits.max_attempts, 4);
+    /// ```
     #[must_use]
-    pub fn get_max_attempts(&self) -> u32 {
-        self.max_attempts
+    pub fn limits(&self) -> Limits {
+        Limits {
+            max_attempts: self.max_attempts,
+            max_wait: self.max_wait,
+            max_total_wait: self.max_total_wait,
+            default_deadline: self.default_deadline,
+            jitter: self.jitter,
+            send_reserve: self.send_reserve,
+        }
     }
+}
 
-    /// The `default_deadline` setting.
-    #[must_use]
-    pub fn get_default_deadline(&self) -> Duration {
-        self.default_deadline
-    }
+/// The limits of a [`Policy`], from [`Policy::limits`]: plain values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Limits {
+    /// Most sends for one task, counting the first.
+    pub max_attempts: u32,
+    /// The longest single server delay a task accepts.
+    pub max_wait: Duration,
+    /// The most time one task may spend waiting (jitter not counted).
+    pub max_total_wait: Duration,
+    /// The deadline of a task whose request carries no `Deadline`.
+    pub default_deadline: Duration,
+    /// Upper bound of the jitter added to each wait.
+    pub jitter: Duration,
+    /// Time kept free before the deadline for the retry itself.
+    pub send_reserve: Duration,
 }
 
 /// A [`Policy`] that cannot be used, found by [`Policy::validate`].

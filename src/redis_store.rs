@@ -39,7 +39,9 @@ use tokio::time::Instant;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Script, Value};
 
-use crate::pacing::{Admission, BudgetState, OriginState, PacingConfig, RetryBudget};
+use crate::budget::{BudgetState, RetryBudget};
+use crate::origin::ORIGIN_IDLE;
+use crate::origin::{Admission, OriginState, PacingConfig};
 use crate::store::{LeaseToken, MemoryStore, Outcome, Store, StoreError, lock};
 
 /// What a [`RedisStore`] does when Redis does not answer.
@@ -53,7 +55,6 @@ pub enum FailMode {
     Closed,
 }
 
-const ORIGIN_IDLE: Duration = Duration::from_secs(300);
 const BUDGET_IDLE: Duration = Duration::from_secs(60);
 /// Compare-and-set rounds before giving up on a contended key.
 const CAS_ROUNDS: u32 = 64;
@@ -251,6 +252,7 @@ impl RedisStore {
     /// This process's own state: its leases, and what it uses while
     /// failing open.
     #[must_use]
+    #[doc(hidden)]
     pub fn local(&self) -> &MemoryStore {
         &self.local
     }
@@ -496,7 +498,7 @@ impl RedisStore {
         let key = self.budget_key();
         let result = self
             .update(&key, BudgetState::decode, BudgetState::encode, |s, now| {
-                let state = s.get_or_insert_with(|| BudgetState::new(budget, now));
+                let state = BudgetState::slot(s, budget, now);
                 for _ in 0..n {
                     state.deposit(budget, now);
                 }
@@ -725,10 +727,7 @@ impl Store for RedisStore {
         let key = self.origin_key(origin);
         let result = self
             .update(&key, OriginState::decode, OriginState::encode, |s, now| {
-                let gate = s
-                    .as_ref()
-                    .and_then(|s| s.gate_until(now))
-                    .map(|until| until.saturating_sub(now));
+                let gate = s.as_ref().and_then(|s| s.gate_in(now));
                 (gate, None)
             })
             .await;
@@ -753,10 +752,10 @@ impl Store for RedisStore {
         }
         let result = self
             .update_origin(origin, true, |state, now| {
-                if let Outcome::Pushback { .. } = outcome {
-                    state.observe(pacing, now, outcome);
-                }
-                ((), matches!(outcome, Outcome::Pushback { .. }))
+                // Any outcome but a plain success (counted above) changes
+                // the gate: a pushback, or an exhausted quota.
+                state.observe(pacing, now, outcome);
+                ((), true)
             })
             .await;
         self.guarded("record", result, || {
@@ -773,9 +772,7 @@ impl Store for RedisStore {
         let key = self.budget_key();
         let result = self
             .update(&key, BudgetState::decode, BudgetState::encode, |s, now| {
-                let ok = s
-                    .get_or_insert_with(|| BudgetState::new(budget, now))
-                    .withdraw(budget, now);
+                let ok = BudgetState::slot(s, budget, now).withdraw(budget, now);
                 (ok, Some(BUDGET_IDLE))
             })
             .await;

@@ -13,6 +13,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use crate::origin::ORIGIN_IDLE;
 use crate::util::{far_future, shrink_after_burst};
 
 use tokio::time::Instant;
@@ -21,14 +22,15 @@ use tokio::time::Instant;
 #[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
 pub use crate::redis_store::{FailMode, RedisStore};
 
-pub use crate::pacing::Outcome;
-use crate::pacing::{Admission, BudgetState, OriginState, PacingConfig, RetryBudget};
+use crate::budget::{BudgetState, RetryBudget};
+pub use crate::origin::Outcome;
+use crate::origin::{Admission, OriginState, PacingConfig};
 
 /// Proof of holding the lease of a key, returned by [`Store::acquire`] and
 /// given back to [`Store::release`]. A release with a stale token (the
 /// lease expired and another task took it) changes nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct LeaseToken(pub u64);
+pub struct LeaseToken(pub(crate) u64);
 
 /// A store that could not answer; carries no key, URL or credential.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -112,7 +114,7 @@ struct Lease {
 ///
 /// let store = MemoryStore::new();
 /// let middleware = RetryAfterMiddleware::with_store(Policy::default(), store.clone());
-/// assert_eq!(store.len(), 0); // entries exist only while their task runs
+/// assert_eq!(store.active_keys(), 0); // entries exist only while their task runs
 /// # drop(middleware);
 /// ```
 #[derive(Clone, Default)]
@@ -174,9 +176,6 @@ impl Origins {
         out
     }
 }
-/// An origin whose gate is open, whose queue is empty and that nobody used
-/// for this long is forgotten.
-const ORIGIN_IDLE: Duration = Duration::from_secs(300);
 
 /// Locks a mutex whose data stays consistent even if a holder panicked
 /// (every update under these locks is a single assignment).
@@ -188,7 +187,7 @@ impl std::fmt::Debug for MemoryStore {
     /// Counts only: lease keys hold idempotency keys, which may be secrets.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MemoryStore")
-            .field("leases", &self.len())
+            .field("leases", &self.active_keys())
             .field("origins", &self.origins())
             .finish()
     }
@@ -235,9 +234,7 @@ impl MemoryStore {
     ) -> Admission {
         let now = self.now();
         if first && budget.enabled {
-            lock(&self.inner.budget)
-                .get_or_insert_with(|| BudgetState::new(budget, now))
-                .deposit(budget, now);
+            BudgetState::slot(&mut lock(&self.inner.budget), budget, now).deposit(budget, now);
         }
         if !pacing.gate {
             return Admission::Now;
@@ -245,16 +242,18 @@ impl MemoryStore {
         lock(&self.inner.origins).with(origin, now, |s| s.admit(pacing, now, latest))
     }
 
-    /// Number of keys whose lease is held (tasks running with a key).
+    /// Number of idempotency keys whose lease is held (tasks running with a
+    /// key). Origins and the budget are not counted (see
+    /// [`origins`](Self::origins)).
     #[must_use]
-    pub fn len(&self) -> usize {
+    pub fn active_keys(&self) -> usize {
         self.leases().len()
     }
 
     /// Whether no keyed task is running.
     #[must_use]
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+    pub fn no_active_keys(&self) -> bool {
+        self.active_keys() == 0
     }
 
     /// When the lease of `key` expires, if it is held.
@@ -317,8 +316,7 @@ impl Store for MemoryStore {
         let gate = lock(&self.inner.origins)
             .map
             .get(origin)
-            .and_then(|s| s.gate_until(now))
-            .map(|until| until.saturating_sub(now));
+            .and_then(|s| s.gate_in(now));
         std::future::ready(Ok(gate))
     }
 
@@ -341,9 +339,7 @@ impl Store for MemoryStore {
     ) -> impl Future<Output = Result<bool, StoreError>> + Send {
         let ok = !budget.enabled || {
             let now = self.now();
-            lock(&self.inner.budget)
-                .get_or_insert_with(|| BudgetState::new(budget, now))
-                .withdraw(budget, now)
+            BudgetState::slot(&mut lock(&self.inner.budget), budget, now).withdraw(budget, now)
         };
         std::future::ready(Ok(ok))
     }
@@ -371,12 +367,12 @@ mod tests {
                 .flatten()
                 .is_some()
         );
-        assert_eq!(store.len(), 2);
+        assert_eq!(store.active_keys(), 2);
         // A stale token does not free someone else's lease.
         store.release("k", LeaseToken(u64::MAX));
-        assert_eq!(store.len(), 2);
+        assert_eq!(store.active_keys(), 2);
         store.release("k", a.expect("lease"));
-        assert_eq!(store.len(), 1);
+        assert_eq!(store.active_keys(), 1);
     }
 
     #[test]
@@ -411,6 +407,6 @@ mod tests {
                 .flatten()
                 .is_some()
         );
-        assert_eq!(store.len(), 1);
+        assert_eq!(store.active_keys(), 1);
     }
 }

@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use crate::error::Error;
 use crate::extensions::{Attempt, IdempotencyKey, RetryReport};
 use crate::middleware::origin_of;
-use crate::pacing::{Admission, Outcome};
+use crate::origin::{Admission, Outcome};
 use crate::planner::{Claim, Decision, Planner, Pushback, StopReason, StoreFault, TaskState};
 use crate::ratelimit::RateLimitHint;
 use crate::retry_after::{Hint, server_date};

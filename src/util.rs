@@ -20,3 +20,8 @@ pub(crate) fn far_future(now: Instant) -> Instant {
     const THIRTY_YEARS: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
     now.checked_add(THIRTY_YEARS).unwrap_or(now)
 }
+
+/// `d` in whole nanoseconds, saturating (for the stores' text forms).
+pub(crate) fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}

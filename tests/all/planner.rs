@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use http::StatusCode;
 use proptest::prelude::*;
 use reqwest_backpressure::planner::{
-    AlreadyActive, Claim, Decision, HintSource, KeyedPlanner, Planner, Pushback, TaskState,
+    Claim, Decision, HintSource, KeyInUse, KeyedPlanner, Planner, Pushback, TaskState,
 };
 use reqwest_backpressure::{
     Fallback, Hint, InvalidPolicy, Policy, RetryAfterMiddleware, StopReason, parse_retry_after,
@@ -707,7 +707,7 @@ fn keyed_begin_twice_is_already_active() {
     let t0 = Instant::now();
     assert!(k.is_empty());
     assert_eq!(k.begin("order-42", t0 + secs(60)), Ok(()));
-    assert_eq!(k.begin("order-42", t0 + secs(99)), Err(AlreadyActive));
+    assert_eq!(k.begin("order-42", t0 + secs(99)), Err(KeyInUse));
     // The refused begin did not touch the running task.
     assert_eq!(k.get(&"order-42").unwrap().deadline(), t0 + secs(60));
     // Independent keys are fine.
@@ -840,8 +840,8 @@ fn default_policy_is_valid() {
     assert!(Planner::new(Policy::default()).is_ok());
     assert!(RetryAfterMiddleware::try_new(Policy::default()).is_ok());
     let p = Policy::default();
-    assert_eq!(p.get_max_attempts(), 3);
-    assert_eq!(p.get_default_deadline(), secs(120));
+    assert_eq!(p.limits().max_attempts, 3);
+    assert_eq!(p.limits().default_deadline, secs(120));
     assert!(p.is_retry_status(StatusCode::TOO_MANY_REQUESTS));
     assert!(p.is_retry_status(StatusCode::SERVICE_UNAVAILABLE));
     assert!(!p.is_retry_status(StatusCode::INTERNAL_SERVER_ERROR));
@@ -1249,7 +1249,7 @@ proptest! {
         let t0 = Instant::now();
         for (key, d) in (0u8..).zip(&deadlines_ms) {
             prop_assert_eq!(k.begin(key, t0 + ms(*d)), Ok(()));
-            prop_assert_eq!(k.begin(key, t0), Err(AlreadyActive));
+            prop_assert_eq!(k.begin(key, t0), Err(KeyInUse));
         }
         let mut models = [Model::default(); 3];
         let mut now = t0;

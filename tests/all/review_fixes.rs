@@ -8,7 +8,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use http::HeaderValue;
 use reqwest::Response;
-use reqwest_backpressure::planner::{Decision, PacingConfig, Planner, Pushback, TaskState};
+use reqwest_backpressure::origin::PacingConfig;
+use reqwest_backpressure::planner::{Decision, Planner, Pushback, TaskState};
 use reqwest_backpressure::{
     Deadline, Hint, IdempotencyKey, MemoryStore, Policy, RetryAfterMiddleware, RetryReport, Store,
 };
@@ -246,7 +247,7 @@ async fn retry_at_is_never_earlier_than_the_servers_time() {
 
 #[test]
 fn a_refusal_reports_the_servers_time_beyond_the_capped_gate() {
-    use reqwest_backpressure::planner::{Admission, OriginState};
+    use reqwest_backpressure::origin::{Admission, OriginState};
     let cfg = PacingConfig {
         gate: true,
         pace: true,

@@ -220,7 +220,7 @@ async fn store_holds_the_key_only_while_the_task_runs() {
         RetryAfterMiddleware::with_store(exact(), store.clone()),
         seq(vec![push_back(429, "1"), answer(200)]),
     );
-    assert_eq!(store.len(), 0);
+    assert_eq!(store.active_keys(), 0);
 
     let first = tokio::spawn({
         let client = client.clone();
@@ -234,11 +234,15 @@ async fn store_holds_the_key_only_while_the_task_runs() {
     });
     arrivals.wait_for(1).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert_eq!(store.len(), 1, "one entry while waiting on Retry-After");
+    assert_eq!(
+        store.active_keys(),
+        1,
+        "one entry while waiting on Retry-After"
+    );
 
     let resp = first.await.unwrap().unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
-    assert_eq!(store.len(), 0, "no entry after the task ended");
+    assert_eq!(store.active_keys(), 0, "no entry after the task ended");
     assert_eq!(arrivals.len(), 2);
 }
 
@@ -257,7 +261,7 @@ async fn dropping_the_future_mid_wait_frees_the_key() {
     let outcome = tokio::time::timeout(Duration::from_millis(400), send).await;
     assert!(outcome.is_err(), "the task should have been waiting");
     assert_eq!(arrivals.len(), 1, "cancelled mid-wait, after one attempt");
-    assert_eq!(store.len(), 0, "the lease is freed on drop");
+    assert_eq!(store.active_keys(), 0, "the lease is freed on drop");
 
     let resp = client
         .post(URL)
@@ -274,7 +278,7 @@ async fn dropping_the_future_mid_wait_frees_the_key() {
         gap < Duration::from_secs(1) + MARGIN,
         "sent {gap:?} after the 429"
     );
-    assert_eq!(store.len(), 0);
+    assert_eq!(store.active_keys(), 0);
     assert_eq!(arrivals.len(), 2);
 }
 
@@ -297,7 +301,7 @@ async fn debug_output_never_shows_an_idempotency_key() {
     });
     // Waiting on its Retry-After: the key is in the store.
     arrivals.wait_for(1).await;
-    assert_eq!(store.len(), 1);
+    assert_eq!(store.active_keys(), 1);
     let shown = format!(
         "{store:?} {:?}",
         RetryAfterMiddleware::with_store(exact(), store.clone())

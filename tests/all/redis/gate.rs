@@ -103,7 +103,7 @@ async fn a_gate_learned_through_one_store_holds_the_other() {
 /// includes them, as the in-memory store's would.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn successes_reach_the_shared_pace_without_another_write() {
-    use reqwest_backpressure::planner::{Admission, PacingConfig};
+    use reqwest_backpressure::origin::{Admission, PacingConfig};
     use reqwest_backpressure::store::Outcome;
     bounded(Duration::from_secs(30), async {
         let redis = RedisServer::start();
@@ -151,7 +151,7 @@ async fn successes_reach_the_shared_pace_without_another_write() {
             .arg(&k[0])
             .query(&mut conn)
             .expect("origin state");
-        let shared = reqwest_backpressure::planner::OriginState::decode(&v).expect("decodes");
+        let shared = reqwest_backpressure::origin::OriginState::decode(&v).expect("decodes");
         let local = m.origin_rate(o).expect("known origin");
         assert!(local > 30.0, "memory store learned {local}");
         assert!(

@@ -149,7 +149,7 @@ async fn finished_keys_leave_no_local_lease_behind() {
                 .await;
             assert_eq!(code(&r), "ok 200 OK");
         }
-        assert_eq!(local.len(), 0, "local leases left behind");
+        assert_eq!(local.active_keys(), 0, "local leases left behind");
         redis.stop();
         let r = client
             .post(format!("{}/k", server.uri()))
@@ -226,7 +226,11 @@ async fn a_caller_giving_up_during_the_lease_leaves_no_lease() {
                 .await
                 .is_err()
         );
-        assert_eq!(local.len(), 0, "the local lease outlived its caller");
+        assert_eq!(
+            local.active_keys(),
+            0,
+            "the local lease outlived its caller"
+        );
         redis.signal("-CONT");
         tokio::time::sleep(Duration::from_millis(800)).await;
         let mut conn = redis.conn();
@@ -265,7 +269,7 @@ async fn a_lease_that_timed_out_failing_closed_is_released_later() {
         redis.signal("-STOP");
         let frozen = a.acquire("k", Duration::from_secs(30)).await;
         assert!(frozen.is_err(), "{frozen:?}");
-        assert_eq!(a.local().len(), 0);
+        assert_eq!(a.local().active_keys(), 0);
         redis.signal("-CONT");
         tokio::time::sleep(Duration::from_millis(800)).await;
         let other = b.acquire("k", Duration::from_secs(30)).await;

@@ -1,5 +1,5 @@
-//! Pure per-origin and client-wide state: the origin gate, pacing, and the
-//! retry budget. Like the rest of the planner, nothing here reads a clock:
+//! Pure per-origin state: the origin gate and pacing. Like the rest of the
+//! planner, nothing here reads a clock:
 //! `now` is a [`Duration`] since an epoch the store chooses (process start
 //! for [`MemoryStore`](crate::MemoryStore), the Unix epoch on a shared
 //! store's own clock), so several processes can share one timeline.
@@ -25,6 +25,8 @@
 //! and never jittered below it.
 
 use std::time::Duration;
+
+use crate::util::nanos;
 
 /// What a store answers when a task asks to send to an origin.
 #[must_use]
@@ -103,6 +105,10 @@ const PACE_MARGIN: f64 = 0.99;
 const CUT_FACTOR: f64 = 0.9;
 /// The deepest single cut of a learned pace.
 const CUT_FLOOR: f64 = 0.5;
+/// An origin whose gate is open, whose queue is empty and that nobody used
+/// for this long is forgotten (by a store's sweep, or a shared key's TTL).
+pub(crate) const ORIGIN_IDLE: Duration = Duration::from_secs(300);
+
 /// How long the gate holds an origin that keeps answering `Retry-After: 0`
 /// (two zero answers within this span): the header's granularity. A server
 /// that truncates its time (Flask-Limiter, tower-governor) says 0 for
@@ -136,7 +142,7 @@ pub struct OriginState {
     epoch_successes: u32,
     /// Whether the gate closed in the current period (and the rate must be
     /// learned again when it reopens).
-    closed: bool,
+    relearn_at_reopen: bool,
     /// The first pushback of the current period.
     first_pushback: Option<Duration>,
     /// When the pace was last set or raised.
@@ -159,7 +165,7 @@ impl OriginState {
             learned: false,
             epoch_start: now,
             epoch_successes: 0,
-            closed: false,
+            relearn_at_reopen: false,
             first_pushback: None,
             raised_at: now,
             last_seen: now,
@@ -170,6 +176,13 @@ impl OriginState {
     #[must_use]
     pub fn gate_until(&self, now: Duration) -> Option<Duration> {
         (self.gate_until > now).then_some(self.gate_until)
+    }
+
+    /// How long from `now` the gate stays closed, if it is closed (what
+    /// [`Store::gate`](crate::Store::gate) answers).
+    #[must_use]
+    pub fn gate_in(&self, now: Duration) -> Option<Duration> {
+        self.gate_until(now).map(|until| until - now)
     }
 
     /// The current pace in requests per second (0: not pacing).
@@ -186,14 +199,14 @@ impl OriginState {
 
     /// Last time a task touched this origin (for expiring idle entries).
     #[must_use]
-    pub fn last_seen(&self) -> Duration {
+    pub(crate) fn last_seen(&self) -> Duration {
         self.last_seen
     }
 
     /// Whether the entry carries nothing worth keeping at `now`: the gate is
     /// open, there is no pace, and it has been idle for `idle`.
     #[must_use]
-    pub fn is_idle(&self, now: Duration, idle: Duration) -> bool {
+    pub(crate) fn is_idle(&self, now: Duration, idle: Duration) -> bool {
         self.gate_until <= now
             && self.next_slot <= now
             && self.server_until <= now
@@ -207,7 +220,7 @@ impl OriginState {
         if !cfg.gate {
             return Admission::Now;
         }
-        if self.closed && now >= self.gate_until {
+        if self.relearn_at_reopen && now >= self.gate_until {
             self.reopen();
         }
         if self.gate_until > now {
@@ -288,7 +301,7 @@ impl OriginState {
         } else {
             self.rate = self.rate.max(MIN_RATE);
         }
-        self.closed = false;
+        self.relearn_at_reopen = false;
         self.first_pushback = None;
         self.epoch_start = self.gate_until;
         self.epoch_successes = 0;
@@ -301,12 +314,15 @@ impl OriginState {
     /// A 2xx (or any non-pushback) answer arrived at `now`.
     pub fn on_success(&mut self, now: Duration) {
         self.last_seen = now;
-        if self.rate <= 0.0 && !self.closed && now.saturating_sub(self.epoch_start) > EPOCH_MAX {
+        if self.rate <= 0.0
+            && !self.relearn_at_reopen
+            && now.saturating_sub(self.epoch_start) > EPOCH_MAX
+        {
             self.epoch_start = now;
             self.epoch_successes = 0;
         }
         self.epoch_successes = self.epoch_successes.saturating_add(1);
-        if self.rate > 0.0 && !self.closed {
+        if self.rate > 0.0 && !self.relearn_at_reopen {
             if !self.learned {
                 self.rate += SLOW_START_STEP;
             } else if now.saturating_sub(self.raised_at) >= RAISE_EVERY {
@@ -347,7 +363,7 @@ impl OriginState {
                     self.gate_until = at;
                     self.gate_span = at - now;
                 }
-                self.closed = true;
+                self.relearn_at_reopen = true;
                 self.first_pushback.get_or_insert(now);
             }
             Some(_) => {
@@ -377,7 +393,9 @@ impl OriginState {
 
 impl OriginState {
     /// A compact text form for a shared store (space-separated numbers;
-    /// times in nanoseconds since the store's epoch).
+    /// times in nanoseconds since the store's epoch). The wire format of
+    /// the Redis store, not API.
+    #[doc(hidden)]
     #[must_use]
     pub fn encode(&self) -> String {
         format!(
@@ -392,7 +410,7 @@ impl OriginState {
             u8::from(self.learned),
             nanos(self.epoch_start),
             self.epoch_successes,
-            u8::from(self.closed),
+            u8::from(self.relearn_at_reopen),
             self.first_pushback
                 .map_or_else(|| "-".to_owned(), |t| nanos(t).to_string()),
             nanos(self.raised_at),
@@ -401,6 +419,7 @@ impl OriginState {
     }
 
     /// Reads [`encode`](Self::encode)'s form; `None` for anything else.
+    #[doc(hidden)]
     #[must_use]
     pub fn decode(s: &str) -> Option<Self> {
         let f: Vec<&str> = s.split(' ').collect();
@@ -446,7 +465,7 @@ impl OriginState {
             learned: flag(learned)?,
             epoch_start: time(epoch)?,
             epoch_successes: successes.parse().ok()?,
-            closed: flag(closed)?,
+            relearn_at_reopen: flag(closed)?,
             first_pushback: match *first {
                 "-" => None,
                 v => Some(time(v)?),
@@ -460,7 +479,7 @@ impl OriginState {
     /// its gate and queue are over, plus the idle time after which an
     /// origin is forgotten.
     #[must_use]
-    pub fn keep_for(&self, now: Duration, idle: Duration) -> Duration {
+    pub(crate) fn keep_for(&self, now: Duration, idle: Duration) -> Duration {
         self.gate_until
             .max(self.next_slot)
             .max(self.server_until)
@@ -469,165 +488,8 @@ impl OriginState {
     }
 }
 
-impl BudgetState {
-    /// A compact text form for a shared store.
-    #[must_use]
-    pub fn encode(&self) -> String {
-        format!("b1 {} {}", self.tokens, nanos(self.updated))
-    }
-
-    /// Reads [`encode`](Self::encode)'s form; `None` for anything else.
-    #[must_use]
-    pub fn decode(s: &str) -> Option<Self> {
-        let mut it = s.split(' ');
-        if it.next()? != "b1" {
-            return None;
-        }
-        let tokens: f64 = it.next()?.parse().ok()?;
-        let updated = Duration::from_nanos(it.next()?.parse().ok()?);
-        if it.next().is_some() || !tokens.is_finite() || tokens < 0.0 {
-            return None;
-        }
-        Some(BudgetState { tokens, updated })
-    }
-}
-
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
-
 fn interval(rate: f64) -> Duration {
     Duration::try_from_secs_f64(1.0 / rate).unwrap_or(Duration::from_secs(1))
-}
-
-/// Limits of the client-wide retry budget (in the manner of Finagle's
-/// `RetryBudget` and gRPC retry throttling).
-///
-/// Why a budget and not only max attempts? Max attempts bound one task;
-/// under a sustained overload every task still multiplies its traffic by
-/// `max_attempts`. A budget bounds retries as a share of recent first sends:
-/// each first send deposits `ratio` of a retry, time adds `min_per_sec`
-/// retries a second (so a quiet client can still retry), and the balance is
-/// capped at `ratio × 10 s` of traffic plus `min_per_sec × 10 s`.
-///
-/// Only retries the server gave no time for (a `429` without `Retry-After`,
-/// retried on the policy's fallback delay) spend the budget. A retry at the
-/// time the server named, held by the gate and released at the learned pace,
-/// is the server's own schedule, not extra load, and budgeting it would fail
-/// tasks a polite client gets through.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RetryBudget {
-    pub(crate) ratio: f64,
-    pub(crate) min_per_sec: f64,
-    pub(crate) enabled: bool,
-}
-
-impl Default for RetryBudget {
-    /// 20% of first sends plus 10 retries a second: reqwest's and Finagle's
-    /// numbers.
-    fn default() -> Self {
-        RetryBudget {
-            ratio: 0.2,
-            min_per_sec: 10.0,
-            enabled: true,
-        }
-    }
-}
-
-impl RetryBudget {
-    /// A budget of `ratio` retries per first send (0.0 to 1.0) plus
-    /// `min_per_sec` retries a second.
-    #[must_use]
-    pub fn new(ratio: f64, min_per_sec: f64) -> Self {
-        RetryBudget {
-            ratio,
-            min_per_sec,
-            enabled: true,
-        }
-    }
-
-    /// No budget: every retry the other limits allow is made.
-    #[must_use]
-    pub fn unlimited() -> Self {
-        RetryBudget {
-            enabled: false,
-            ..RetryBudget::default()
-        }
-    }
-
-    pub(crate) fn validate(&self) -> Result<(), &'static str> {
-        if !self.enabled {
-            return Ok(());
-        }
-        if !(0.0..=1.0).contains(&self.ratio) || self.ratio.is_nan() {
-            return Err("retry budget ratio must be within 0.0..=1.0");
-        }
-        if !(self.min_per_sec >= 0.0 && self.min_per_sec.is_finite()) {
-            return Err("retry budget min_per_sec must be finite and not negative");
-        }
-        if self.ratio == 0.0 && self.min_per_sec == 0.0 {
-            return Err(
-                "retry budget allows no retry; use RetryBudget::unlimited() or max_attempts(1)",
-            );
-        }
-        Ok(())
-    }
-
-    fn capacity(&self) -> f64 {
-        // Ten seconds' worth, as Finagle's default TTL; never below one retry.
-        (self.min_per_sec * 10.0 + self.ratio * 100.0).max(1.0)
-    }
-}
-
-/// The balance of a [`RetryBudget`].
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct BudgetState {
-    tokens: f64,
-    updated: Duration,
-}
-
-impl BudgetState {
-    /// A full budget at `now`.
-    #[must_use]
-    pub fn new(budget: &RetryBudget, now: Duration) -> Self {
-        BudgetState {
-            tokens: budget.capacity(),
-            updated: now,
-        }
-    }
-
-    fn refill(&mut self, budget: &RetryBudget, now: Duration) {
-        let elapsed = now.saturating_sub(self.updated).as_secs_f64();
-        self.tokens = (self.tokens + elapsed * budget.min_per_sec).min(budget.capacity());
-        self.updated = self.updated.max(now);
-    }
-
-    /// A first send at `now` deposits its share.
-    pub fn deposit(&mut self, budget: &RetryBudget, now: Duration) {
-        self.refill(budget, now);
-        self.tokens = (self.tokens + budget.ratio).min(budget.capacity());
-    }
-
-    /// A retry at `now` asks for a token; `false` when the budget is empty.
-    #[must_use]
-    pub fn withdraw(&mut self, budget: &RetryBudget, now: Duration) -> bool {
-        if !budget.enabled {
-            return true;
-        }
-        self.refill(budget, now);
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
-
-    /// Retries currently available.
-    #[must_use]
-    pub fn tokens(&self) -> f64 {
-        self.tokens
-    }
 }
 
 #[cfg(test)]
@@ -804,9 +666,6 @@ mod tests {
         assert_eq!(OriginState::decode(&o.encode()), Some(o));
         assert_eq!(OriginState::decode("o3 1 2"), None);
         assert_eq!(OriginState::decode("garbage"), None);
-        let b = BudgetState::new(&RetryBudget::default(), ms(5));
-        assert_eq!(BudgetState::decode(&b.encode()), Some(b));
-        assert_eq!(BudgetState::decode("b1 NaN 3"), None);
     }
 
     #[test]
@@ -819,27 +678,5 @@ mod tests {
         let mut o = OriginState::new(ms(0));
         o.on_pushback(off, ms(0), Some(ms(1000)));
         assert_eq!(o.admit(off, ms(1), LONG), Admission::Now);
-    }
-
-    #[test]
-    fn budget_spends_and_refills() {
-        let b = RetryBudget::new(0.5, 1.0);
-        let mut s = BudgetState::new(&b, ms(0));
-        let cap = b.capacity();
-        let mut granted = 0;
-        while s.withdraw(&b, ms(0)) {
-            granted += 1;
-        }
-        assert_eq!(f64::from(granted), cap.floor());
-        // Two first sends deposit one retry.
-        s.deposit(&b, ms(0));
-        s.deposit(&b, ms(0));
-        assert!(s.withdraw(&b, ms(0)));
-        assert!(!s.withdraw(&b, ms(0)));
-        // One second refills `min_per_sec`.
-        assert!(s.withdraw(&b, ms(1000)));
-        assert!(RetryBudget::unlimited().validate().is_ok());
-        assert!(RetryBudget::new(0.0, 0.0).validate().is_err());
-        assert!(RetryBudget::new(1.5, 1.0).validate().is_err());
     }
 }
