@@ -611,7 +611,19 @@ impl Gen {
         if self.chance(10) {
             s.push_str(self.pick(&[" ", "  ", "\t"]));
         }
-        if self.chance(25) {
+        if self.chance(15) {
+            // Well-formed policies only, around the 16-policy limit.
+            let n = self.pick(&[1, 2, 15, 16, 16, 17]);
+            for i in 0..n {
+                if i > 0 {
+                    s.push_str(", ");
+                }
+                s.push_str(&format!("\"p{i}\";r={}", self.rng.u8(0..3)));
+                if self.chance(80) {
+                    s.push_str(&format!(";t={}", self.rng.u32(0..100_000)));
+                }
+            }
+        } else if self.chance(25) {
             let mut keys = vec!["limit", "remaining", "reset"];
             if self.chance(30) {
                 keys.push(self.pick(&["policy", "limit", "reset", "x", "Remaining"]));
