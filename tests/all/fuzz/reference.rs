@@ -138,10 +138,10 @@ fn time_of_day(c: &mut Cur<'_>) -> Option<(i64, i64, i64)> {
     (h <= 23 && m <= 59 && s <= 60).then_some((h, m, s))
 }
 
-/// A parsed HTTP-date: Unix seconds, and whether its second was 60.
+/// A parsed HTTP-date: Unix seconds (a leap second is the next minute's
+/// `:00`).
 struct HttpDate {
     unix: i64,
-    leap_second: bool,
 }
 
 fn http_date_fields(
@@ -162,7 +162,6 @@ fn http_date_fields(
     }
     Some(HttpDate {
         unix: days * 86_400 + h * 3_600 + mi * 60 + s,
-        leap_second: s == 60,
     })
 }
 
@@ -229,28 +228,6 @@ fn http_date(v: &[u8]) -> Option<HttpDate> {
         .or_else(|| asctime_date(v))
 }
 
-/// Known deviation "rfc850-separator": an RFC 850 date whose SP between the
-/// two-digit year and the hour is another visible byte (httpdate 1.0.3 never
-/// checks that byte, so the crate accepts `Sunday, 06-Nov-94x08:49:37 GMT`).
-fn rfc850_separator_near_miss(v: &[u8]) -> bool {
-    let Some(day_len) = LONG_DAYS
-        .iter()
-        .find(|d| v.starts_with(d.as_bytes()))
-        .map(|d| d.len())
-    else {
-        return false;
-    };
-    let at = day_len + 2 + 9;
-    match v.get(at) {
-        Some(&b) if b != b' ' && b.is_ascii_graphic() => {
-            let mut fixed = v.to_vec();
-            fixed[at] = b' ';
-            rfc850_date(&fixed).is_some()
-        }
-        _ => false,
-    }
-}
-
 /// What a conforming `Retry-After` parser returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RetryAfterRef {
@@ -285,13 +262,11 @@ pub fn retry_after(raw: &[u8]) -> Expect<RetryAfterRef> {
             value: Some(RetryAfterRef::At(
                 UNIX_EPOCH + Duration::from_secs(d.unix as u64),
             )),
-            // RFC 9110 allows second 60; httpdate 1.0.3 refuses it.
-            known: d.leap_second.then_some("leap-second"),
+            // RFC 9110 allows second 60 (httpdate 1.0.3 refuses it; the
+            // crate reads it as the next minute's :00).
+            known: None,
         },
-        None => Expect {
-            value: None,
-            known: rfc850_separator_near_miss(v).then_some("rfc850-separator"),
-        },
+        None => Expect::reject(),
     }
 }
 
