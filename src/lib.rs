@@ -61,6 +61,7 @@ pub mod budget;
 mod error;
 mod extensions;
 mod middleware;
+pub mod observe;
 pub mod origin;
 pub mod planner;
 mod policy;

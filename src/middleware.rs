@@ -7,8 +7,11 @@ use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 use tokio::time::Instant;
 
+use std::sync::Arc;
+
 use crate::error::Error;
 use crate::extensions::{Deadline, IdempotencyKey};
+use crate::observe::Observer;
 use crate::planner::Planner;
 use crate::policy::{InvalidPolicy, Policy};
 use crate::store::{MemoryStore, Store};
@@ -62,10 +65,20 @@ pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key
 /// Place it *before* `reqwest-tracing`'s middleware (so each attempt gets its
 /// own span, with the [`Attempt`](crate::Attempt) extension to read) and do not combine it
 /// with another retry middleware on the same statuses.
-#[derive(Debug)]
 pub struct RetryAfterMiddleware<S = MemoryStore> {
     planner: Result<Planner, InvalidPolicy>,
     store: S,
+    observer: Option<Arc<dyn Observer>>,
+}
+
+impl<S: std::fmt::Debug> std::fmt::Debug for RetryAfterMiddleware<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RetryAfterMiddleware")
+            .field("planner", &self.planner)
+            .field("store", &self.store)
+            .field("observer", &self.observer.is_some())
+            .finish()
+    }
 }
 
 impl Default for RetryAfterMiddleware<MemoryStore> {
@@ -101,7 +114,11 @@ impl<S: Store> RetryAfterMiddleware<S> {
         if let Err(e) = &planner {
             tracing::error!(error = %e, "reqwest-backpressure: invalid policy; every request will be refused");
         }
-        RetryAfterMiddleware { planner, store }
+        RetryAfterMiddleware {
+            planner,
+            store,
+            observer: None,
+        }
     }
 
     /// The middleware with `policy` and `store`, or why the policy is invalid.
@@ -109,7 +126,17 @@ impl<S: Store> RetryAfterMiddleware<S> {
         Ok(RetryAfterMiddleware {
             planner: Ok(Planner::new(policy)?),
             store,
+            observer: None,
         })
+    }
+
+    /// Attaches an [`Observer`]: it is told when tasks wait, send and stop,
+    /// and when origins' gates close and reopen (see
+    /// [`observe`](crate::observe)).
+    #[must_use]
+    pub fn with_observer(mut self, observer: impl Observer) -> Self {
+        self.observer = Some(Arc::new(observer));
+        self
     }
 
     /// The store holding this middleware's shared state.
@@ -188,7 +215,13 @@ impl<S: Store> Middleware for RetryAfterMiddleware<S> {
             // A streaming body cannot be sent twice; known before any send.
             replayable: req.body().is_none_or(|b| b.as_bytes().is_some()),
         };
-        let task = Task::new(planner, &self.store, origin_of(req.url()), deadline);
+        let task = Task::new(
+            planner,
+            &self.store,
+            self.observer.as_deref(),
+            origin_of(req.url()),
+            deadline,
+        );
         task.run(req, key, contract, extensions, next).await
     }
 }

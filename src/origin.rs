@@ -35,6 +35,9 @@ use crate::util::nanos;
 pub enum Admission {
     /// Send now.
     Now,
+    /// Send now: the gate has just reopened, and this task is its probe
+    /// (it goes alone; the queue follows at the pace).
+    Reopened,
     /// The gate is closed for this long from now, and nothing is reserved:
     /// come back then and ask again (the pace is learned when it reopens).
     GateClosed(Duration),
@@ -220,9 +223,15 @@ impl OriginState {
         if !cfg.gate {
             return Admission::Now;
         }
-        if self.relearn_at_reopen && now >= self.gate_until {
+        let reopened = self.relearn_at_reopen && now >= self.gate_until;
+        if reopened {
             self.reopen();
         }
+        let now_or_probe = if reopened {
+            Admission::Reopened
+        } else {
+            Admission::Now
+        };
         if self.gate_until > now {
             // Behind a closed gate nobody gets a time yet: what the origin
             // admits is known only when the period ends, and slots handed
@@ -235,7 +244,7 @@ impl OriginState {
             };
         }
         if !(cfg.pace && self.rate > 0.0) {
-            return Admission::Now;
+            return now_or_probe;
         }
         let slot = now.max(self.next_slot);
         let wait = slot - now;
@@ -245,7 +254,7 @@ impl OriginState {
         }
         self.next_slot = slot + interval(self.rate);
         if wait.is_zero() {
-            Admission::Now
+            now_or_probe
         } else {
             Admission::SlotReserved(wait)
         }
@@ -332,8 +341,15 @@ impl OriginState {
         }
     }
 
-    /// Applies what the origin answered at `now`.
-    pub fn observe(&mut self, cfg: PacingConfig, now: Duration, outcome: Outcome) {
+    /// Applies what the origin answered at `now`. When this answer closed
+    /// a gate that was open, how long from `now` it stays closed.
+    pub fn observe(
+        &mut self,
+        cfg: PacingConfig,
+        now: Duration,
+        outcome: Outcome,
+    ) -> Option<Duration> {
+        let was_open = self.gate_until <= now;
         match outcome {
             Outcome::Admitted => self.on_success(now),
             Outcome::Pushback { retry_in } => {
@@ -344,6 +360,7 @@ impl OriginState {
                 self.on_pushback(cfg, now, now.checked_add(reset_in));
             }
         }
+        if was_open { self.gate_in(now) } else { None }
     }
 
     /// A pushback arrived at `now`; `retry_at` is the server's time when it

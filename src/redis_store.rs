@@ -740,22 +740,21 @@ impl Store for RedisStore {
         origin: &str,
         pacing: PacingConfig,
         outcome: Outcome,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Option<Duration>, StoreError> {
         if !pacing.gate {
-            return Ok(());
+            return Ok(None);
         }
         if outcome == Outcome::Admitted {
             // Counted here; written within `FLUSH_EVERY`, or with this
             // process's next write to the origin.
             self.count_success(origin);
-            return Ok(());
+            return Ok(None);
         }
         let result = self
             .update_origin(origin, true, |state, now| {
                 // Any outcome but a plain success (counted above) changes
                 // the gate: a pushback, or an exhausted quota.
-                state.observe(pacing, now, outcome);
-                ((), true)
+                (state.observe(pacing, now, outcome), true)
             })
             .await;
         self.guarded("record", result, || {

@@ -84,14 +84,15 @@ pub trait Store: Send + Sync + 'static {
         origin: &str,
     ) -> impl Future<Output = Result<Option<Duration>, StoreError>> + Send;
 
-    /// Records what `origin` answered ([`OriginState::on_success`] or
-    /// [`OriginState::on_pushback`]), atomically.
+    /// Records what `origin` answered ([`OriginState::observe`]),
+    /// atomically. When this answer closed the origin's gate, how long from
+    /// now it stays closed.
     fn record(
         &self,
         origin: &str,
         pacing: PacingConfig,
         outcome: Outcome,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+    ) -> impl Future<Output = Result<Option<Duration>, StoreError>> + Send;
 
     /// Takes one retry from the client-wide budget; `false` when it is empty.
     fn withdraw_retry(
@@ -325,12 +326,12 @@ impl Store for MemoryStore {
         origin: &str,
         pacing: PacingConfig,
         outcome: Outcome,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
-        if pacing.gate {
+    ) -> impl Future<Output = Result<Option<Duration>, StoreError>> + Send {
+        let closed = pacing.gate.then(|| {
             let now = self.now();
-            lock(&self.inner.origins).with(origin, now, |s| s.observe(pacing, now, outcome));
-        }
-        std::future::ready(Ok(()))
+            lock(&self.inner.origins).with(origin, now, |s| s.observe(pacing, now, outcome))
+        });
+        std::future::ready(Ok(closed.flatten()))
     }
 
     fn withdraw_retry(

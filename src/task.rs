@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use crate::error::Error;
 use crate::extensions::{Attempt, IdempotencyKey, RetryReport};
 use crate::middleware::origin_of;
+use crate::observe::{self, Observer, WaitReason, wall_in};
 use crate::origin::{Admission, Outcome};
 use crate::planner::{Claim, Decision, Planner, Pushback, StopReason, StoreFault, TaskState};
 use crate::ratelimit::RateLimitHint;
@@ -89,6 +90,7 @@ impl<S: Store> Drop for LeaseGuard<'_, S> {
 pub(crate) struct Task<'a, S> {
     planner: &'a Planner,
     store: &'a S,
+    observer: Option<&'a dyn Observer>,
     /// The origin the request is sent to (`scheme://host:port`).
     origin: String,
     state: TaskState,
@@ -102,12 +104,14 @@ impl<'a, S: Store> Task<'a, S> {
     pub(crate) fn new(
         planner: &'a Planner,
         store: &'a S,
+        observer: Option<&'a dyn Observer>,
         origin: String,
         deadline: Instant,
     ) -> Self {
         Task {
             planner,
             store,
+            observer,
             origin,
             state: TaskState::new(deadline),
             retry_at: None,
@@ -125,7 +129,13 @@ impl<'a, S: Store> Task<'a, S> {
         next: Next<'_>,
     ) -> reqwest_middleware::Result<Response> {
         let _lease = match key {
-            Some(key) => Some(self.acquire(key).await?),
+            Some(key) => match self.acquire(key).await {
+                Ok(lease) => Some(lease),
+                Err(e) => {
+                    self.stopped(e.code());
+                    return Err(e.into());
+                }
+            },
             None => None,
         };
         let max_attempts = self.planner.policy().max_attempts;
@@ -162,6 +172,12 @@ impl<'a, S: Store> Task<'a, S> {
                 None => pending,
             };
             extensions.insert(Attempt::new(attempt));
+            if let Some(o) = self.observer {
+                o.on_send(&observe::Send {
+                    origin: &self.origin,
+                    attempt,
+                });
+            }
             let response = self.send(this, extensions, next.clone()).await?;
             match self.answer(response, attempt, contract).await {
                 Ok(done) => return done,
@@ -249,7 +265,8 @@ impl<'a, S: Store> Task<'a, S> {
         log_decision(&answered, &response, attempt, &hint, &self.state, &decision);
         match decision {
             Decision::Stop(reason) => Ok(self.finish(response, Some(reason))),
-            Decision::Wait { until, .. } => {
+            Decision::Wait { until, source, .. } => {
+                self.waiting(&answered, WaitReason::Retry(source), until - now);
                 // Keep the pushed-back response: if the retry cannot be
                 // sent after all, the caller gets what the server said.
                 self.last = Some(response);
@@ -319,6 +336,14 @@ impl<'a, S: Store> Task<'a, S> {
             deposit = false;
             let wait = match admission {
                 Admission::Now => return Ok(()),
+                Admission::Reopened => {
+                    if let Some(o) = self.observer {
+                        o.on_gate_reopened(&observe::GateReopened {
+                            origin: &self.origin,
+                        });
+                    }
+                    return Ok(());
+                }
                 Admission::Refused { free_in } => {
                     // Never earlier than the server's time, and a caller who
                     // reschedules then does not rejoin the same queue.
@@ -329,7 +354,14 @@ impl<'a, S: Store> Task<'a, S> {
                         retry_at,
                     });
                 }
-                Admission::GateClosed(d) | Admission::SlotReserved(d) => d,
+                Admission::GateClosed(d) => {
+                    self.waiting(&self.origin, WaitReason::Gate, d);
+                    d
+                }
+                Admission::SlotReserved(d) => {
+                    self.waiting(&self.origin, WaitReason::Pace, d);
+                    d
+                }
             };
             // Measured from after the store's answer, never early.
             let slept = Instant::now();
@@ -358,8 +390,15 @@ impl<'a, S: Store> Task<'a, S> {
         let result = self
             .bounded_raw(self.store.record(origin, pacing, outcome))
             .await;
+        if let (Some(o), Some(Ok(Some(closed)))) = (self.observer, &result) {
+            o.on_gate_closed(&observe::GateClosed {
+                origin,
+                duration: *closed,
+                until_wall: wall_in(*closed),
+            });
+        }
         #[cfg(feature = "tracing")]
-        if !matches!(result, Some(Ok(()))) {
+        if !matches!(result, Some(Ok(_))) {
             tracing::warn!(
                 origin,
                 "reqwest-backpressure: could not record an answer in the store"
@@ -388,15 +427,47 @@ impl<'a, S: Store> Task<'a, S> {
         }
     }
 
+    /// Tells the observer that the task waits `d` for `reason`.
+    fn waiting(&self, origin: &str, reason: WaitReason, d: std::time::Duration) {
+        if let Some(o) = self.observer {
+            let now = Instant::now();
+            o.on_wait(&observe::Wait {
+                origin,
+                attempt: self.state.attempts() + 1,
+                reason,
+                duration: d,
+                until: now.checked_add(d).unwrap_or(now),
+                until_wall: wall_in(d),
+            });
+        }
+    }
+
+    /// Tells the observer that the task stopped with `code`.
+    fn stopped(&self, code: &'static str) {
+        if let Some(o) = self.observer {
+            o.on_stop(&observe::Stop {
+                origin: &self.origin,
+                attempts: self.state.attempts(),
+                code,
+            });
+        }
+    }
+
     /// Ends the task before a send: with the last pushback and the halt's
     /// stop code, or, if nothing was answered yet, with the halt's error.
     fn halt(mut self, halt: Halt) -> reqwest_middleware::Result<Response> {
         match self.last.take() {
             Some(response) => {
                 let retry_at = self.retry_at;
-                Ok(self.report(response, Some(halt.reason()), retry_at))
+                let reason = halt.reason();
+                self.stopped(reason.code());
+                Ok(self.report(response, Some(reason), retry_at))
             }
-            None => Err(halt.into_error().into()),
+            None => {
+                let error = halt.into_error();
+                self.stopped(error.code());
+                Err(error.into())
+            }
         }
     }
 
@@ -406,6 +477,9 @@ impl<'a, S: Store> Task<'a, S> {
         response: Response,
         stop_reason: Option<StopReason>,
     ) -> reqwest_middleware::Result<Response> {
+        if let Some(reason) = stop_reason {
+            self.stopped(reason.code());
+        }
         Ok(self.report(response, stop_reason, stop_reason.and(self.retry_at)))
     }
 

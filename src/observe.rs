@@ -1,0 +1,174 @@
+//! The observer hook: what the middleware is doing, as it happens.
+//!
+//! Why a hook? A waiting client looks exactly like a hung one. A CLI wants
+//! to print "waiting 38 s for api.example.com", a batch job a progress bar,
+//! a service a dashboard. The `tracing` events say the same things as text;
+//! an [`Observer`] receives them as data, in order, from the task that
+//! lives them.
+//!
+//! Every method defaults to doing nothing, so an observer implements only
+//! what it uses. An event carries the origin (`scheme://host:port`), never
+//! a path, a query string, a header value or an idempotency key. With no
+//! observer attached, nothing is built.
+//!
+//! ```
+//! use std::sync::atomic::{AtomicUsize, Ordering};
+//! use reqwest_backpressure::observe::{Observer, Wait};
+//! use reqwest_backpressure::{Policy, RetryAfterMiddleware};
+//!
+//! #[derive(Default)]
+//! struct Waits(AtomicUsize);
+//!
+//! impl Observer for Waits {
+//!     fn on_wait(&self, wait: &Wait<'_>) {
+//!         self.0.fetch_add(1, Ordering::Relaxed);
+//!         eprintln!("waiting {:?} for {} ({})", wait.duration, wait.origin, wait.reason.code());
+//!     }
+//! }
+//!
+//! let middleware = RetryAfterMiddleware::new(Policy::default()).with_observer(Waits::default());
+//! # drop(middleware);
+//! ```
+
+use std::fmt;
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
+
+use crate::planner::HintSource;
+
+/// Why a task waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum WaitReason {
+    /// For the server's time, or the policy's fallback, after a pushback
+    /// (see [`HintSource`]).
+    Retry(HintSource),
+    /// At the origin's closed gate (another task's pushback, or an
+    /// exhausted quota), before it may ask for a slot.
+    Gate,
+    /// For its slot in the paced queue behind a reopened gate.
+    Pace,
+}
+
+impl WaitReason {
+    /// A stable snake_case code: `retry_after`, `ratelimit`, `fallback`,
+    /// `gate` or `pace`.
+    #[must_use]
+    pub const fn code(&self) -> &'static str {
+        match self {
+            WaitReason::Retry(source) => source.code(),
+            WaitReason::Gate => "gate",
+            WaitReason::Pace => "pace",
+        }
+    }
+}
+
+impl fmt::Display for WaitReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.code())
+    }
+}
+
+/// A task starts waiting.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct Wait<'a> {
+    /// The origin the task waits for (`scheme://host:port`).
+    pub origin: &'a str,
+    /// The attempt the task will send when the wait ends (1 for the first
+    /// send, when it waits at the gate before it).
+    pub attempt: u32,
+    /// Why it waits.
+    pub reason: WaitReason,
+    /// How long it waits from now.
+    pub duration: Duration,
+    /// When the wait ends, on tokio's clock.
+    pub until: Instant,
+    /// When the wait ends, on the wall clock.
+    pub until_wall: SystemTime,
+}
+
+/// An attempt leaves.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct Send<'a> {
+    /// The origin it is sent to.
+    pub origin: &'a str,
+    /// 1-based number of the attempt.
+    pub attempt: u32,
+}
+
+/// A task ends without the answer it wanted: a stop code
+/// ([`StopReason::code`](crate::StopReason::code)) with the pushback it
+/// returns, or an error code ([`Error::code`](crate::Error::code)) when it
+/// sent nothing.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct Stop<'a> {
+    /// The origin of the task.
+    pub origin: &'a str,
+    /// Sends made.
+    pub attempts: u32,
+    /// The stable code.
+    pub code: &'static str,
+}
+
+/// An origin's gate closes (an answer made it close; later answers that
+/// only move its time are not reported again).
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct GateClosed<'a> {
+    /// The origin.
+    pub origin: &'a str,
+    /// How long from now it stays closed.
+    pub duration: Duration,
+    /// When it reopens, on the wall clock.
+    pub until_wall: SystemTime,
+}
+
+/// An origin's gate reopens: the task told is its probe.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct GateReopened<'a> {
+    /// The origin.
+    pub origin: &'a str,
+}
+
+/// Receives what the middleware does. Every method defaults to nothing.
+///
+/// Methods are called from the task's own future, synchronously: keep them
+/// short (count, send on a channel), never block.
+pub trait Observer: std::marker::Send + Sync + 'static {
+    /// A task starts waiting (after a pushback, at a closed gate, or for a
+    /// paced slot).
+    fn on_wait(&self, wait: &Wait<'_>) {
+        let _ = wait;
+    }
+
+    /// An attempt leaves.
+    fn on_send(&self, send: &Send<'_>) {
+        let _ = send;
+    }
+
+    /// A task stops (a stop code, or an error before any send).
+    fn on_stop(&self, stop: &Stop<'_>) {
+        let _ = stop;
+    }
+
+    /// An origin's gate closes.
+    fn on_gate_closed(&self, gate: &GateClosed<'_>) {
+        let _ = gate;
+    }
+
+    /// An origin's gate reopens.
+    fn on_gate_reopened(&self, gate: &GateReopened<'_>) {
+        let _ = gate;
+    }
+}
+
+/// The wall-clock time `d` from now (saturating at now).
+pub(crate) fn wall_in(d: Duration) -> SystemTime {
+    let now = SystemTime::now();
+    now.checked_add(d).unwrap_or(now)
+}
