@@ -537,7 +537,7 @@ mod tests {
 
     fn slot_at(o: &mut OriginState, now: Duration) -> Duration {
         match o.admit(ON, now, LONG) {
-            Admission::Now => now,
+            Admission::Now | Admission::Reopened => now,
             Admission::SlotReserved(d) => now + d,
             other => panic!("expected a slot, got {other:?}"),
         }
@@ -591,7 +591,8 @@ mod tests {
     #[test]
     fn nothing_admitted_means_one_probe_a_second_then_slow_start() {
         let mut o = after_burst(0);
-        assert_eq!(o.admit(ON, ms(1000), LONG), Admission::Now);
+        // The probe, alone.
+        assert_eq!(o.admit(ON, ms(1000), LONG), Admission::Reopened);
         assert_eq!(o.rate(), MIN_RATE);
         assert_eq!(
             o.admit(ON, ms(1000), LONG),

@@ -115,6 +115,12 @@ fn valid_values_table() {
             "Tue, 29 Feb 2000 12:00:00 GMT",
             RetryAfter::At(wall(951_825_600)),
         ),
+        // Second 60 (RFC 9110 §5.6.7 allows a leap second): the next
+        // minute's :00.
+        (
+            "Sun, 06 Nov 1994 08:49:60 GMT",
+            RetryAfter::At(wall(RFC_EXAMPLE_SECS - 37 + 60)),
+        ),
     ];
     for (value, expected) in table {
         assert_eq!(parse_retry_after(value), Ok(expected), "{value:?}");
@@ -193,7 +199,8 @@ fn invalid_values_table() {
         ("Mon Nov  6 08:49:37 1994", Malformed),
         ("Sun, 31 Feb 1994 08:49:37 GMT", Malformed),
         ("Sun, 06 Nov 1994 24:00:00 GMT", Malformed),
-        ("Sun, 06 Nov 1994 08:49:60 GMT", Malformed),
+        ("Sun, 06 Nov 1994 08:49:61 GMT", Malformed),
+        ("Sunday, 06-Nov-94x08:49:37 GMT", Malformed),
         ("Sun, 06 Xyz 1994 08:49:37 GMT", Malformed),
         // Trailing or leading garbage.
         ("120abc", Malformed),
