@@ -53,6 +53,18 @@ pub(crate) enum Verbose {
     All,
 }
 
+/// The steady-load scenario's settings ([`crate::steady`]).
+#[derive(Debug, Clone)]
+pub(crate) struct Steady {
+    pub(crate) workers: u32,
+    pub(crate) cap: u32,
+    pub(crate) duration: Duration,
+    /// Its clients: the storm's, without the Redis row.
+    pub(crate) clients: Vec<ClientKind>,
+    /// Its server shapes (`None` of the token bucket).
+    pub(crate) shapes: Vec<Shape>,
+}
+
 #[derive(Debug, Clone)]
 pub(crate) struct Config {
     pub(crate) n: u32,
@@ -62,6 +74,7 @@ pub(crate) struct Config {
     pub(crate) verbose: Verbose,
     pub(crate) timeout: Duration,
     pub(crate) smoke: bool,
+    pub(crate) steady: Steady,
 }
 
 fn env(name: &str) -> Option<String> {
@@ -112,7 +125,14 @@ impl Config {
         let shapes = match env("STORM_SHAPE").map(|s| s.trim().to_ascii_lowercase()) {
             Some(s) if s.starts_with("window") || s == "fixed" => vec![Shape::Window],
             Some(s) if s.starts_with("bucket") || s == "token" => vec![Shape::Bucket],
-            _ => vec![Shape::Window, Shape::Bucket],
+            Some(s) if s.starts_with("ratelimit") => vec![Shape::RateLimitHeaders],
+            Some(s) if s.starts_with("trunc") || s == "zero" => vec![Shape::TruncatedZero],
+            _ => vec![
+                Shape::Window,
+                Shape::Bucket,
+                Shape::RateLimitHeaders,
+                Shape::TruncatedZero,
+            ],
         };
         let verbose = match env("STORM_VERBOSE").map(|s| s.trim().to_ascii_lowercase()) {
             Some(s) if s == "all" || s == "2" => Verbose::All,
@@ -120,6 +140,25 @@ impl Config {
             _ => Verbose::Off,
         };
         let timeout = Duration::from_secs(env_u32("STORM_TIMEOUT").map_or(30, u64::from));
+        let steady = Steady {
+            workers: env_u32("STORM_STEADY_WORKERS").unwrap_or(if smoke { 8 } else { 40 }),
+            cap: env_u32("STORM_STEADY_CAP").unwrap_or(if smoke { 10 } else { 50 }),
+            duration: Duration::from_secs(
+                env_u32("STORM_STEADY_SECS").map_or(if smoke { 1 } else { 8 }, u64::from),
+            ),
+            clients: clients
+                .iter()
+                .copied()
+                .filter(|c| !c.multi_process())
+                .collect(),
+            shapes: shapes
+                .iter()
+                .copied()
+                .filter(|&s| s != Shape::Bucket)
+                // The smoke run: the fixed window only.
+                .take(if smoke { 1 } else { usize::MAX })
+                .collect(),
+        };
         Config {
             n,
             cap,
@@ -128,6 +167,7 @@ impl Config {
             verbose,
             timeout,
             smoke,
+            steady,
         }
     }
 

@@ -19,7 +19,7 @@
 //!    checked against the single-process row (within 10%). Without
 //!    `redis-server` on `PATH` only this row is skipped, with a message.
 //!
-//! Two server shapes, each row on a fresh server (new port, new origin) and
+//! Four server shapes, each row on a fresh server (new port, new origin) and
 //! a fresh client:
 //!
 //! - **fixed window**: admits `CAP` requests per 1 s window (windows start at
@@ -27,7 +27,22 @@
 //!   `Retry-After` = whole seconds to the next window (at least 1);
 //! - **token bucket**: capacity `CAP`, refilled `CAP` a second, starting
 //!   full; `429` with `Retry-After` = whole seconds until one token (at
-//!   least 1).
+//!   least 1);
+//! - **RateLimit headers**: the fixed window, sending the IETF draft fields
+//!   on every answer as express-rate-limit 8 does (`RateLimit: "<CAP>-in-1sec";
+//!   r=<remaining>; t=<seconds to reset, rounded up, ≥ 1>`, `RateLimit-Policy:
+//!   "<CAP>-in-1sec"; q=<CAP>; w=1`), its `429`s without `Retry-After`;
+//! - **truncated Retry-After: 0**: `CAP` requests per 1 s window, a window
+//!   starting at the first request after the last one ended; `429` with
+//!   `Retry-After` = whole seconds left, truncated (so `0`), as
+//!   Flask-Limiter does. Premature there: a send into the window that had
+//!   already rejected that task.
+//!
+//! Then a steady-load scenario ([`steady`]): 40 workers each looping (send,
+//! wait for the answer, send again) for 8 s against a server admitting 50 a
+//! second, for the fixed window, RateLimit headers and truncated shapes:
+//! calls, requests, `200`s, `429`s (and those after the first second),
+//! premature sends and failed calls, with their shares.
 //!
 //! The server counts requests, `429`s and *premature* sends: each task
 //! carries an `x-task` header; the server remembers, per task, the instant
@@ -41,13 +56,15 @@
 //! cargo bench --features redis --bench storm    # + the 4-process Redis row
 //! STORM_N=500 STORM_CAP=100      # defaults
 //! STORM_ONLY=backpressure        # only reqwest-backpressure's rows (Redis row included)
-//! STORM_SHAPE=window|bucket      # only one server shape
+//! STORM_SHAPE=window|bucket|ratelimit|truncated   # only one server shape
+//! STORM_STEADY_WORKERS=40 STORM_STEADY_CAP=50 STORM_STEADY_SECS=8   # steady load
 //! STORM_VERBOSE=1                # per-window breakdown of our rows (STORM_VERBOSE=all: every row)
 //! STORM_TIMEOUT=30               # seconds per row before partial figures are reported
 //! ```
 //!
 //! Run without `--bench` (as `cargo test --benches` does), it makes a quick
 //! smoke run of our rows only (N=60, CAP=30) unless `STORM_N`/`STORM_CAP` are
+//! set, and a 1 s steady load (8 workers, CAP=10) on the fixed window only.
 //!
 //! The bench is a folder, one job per file: [`config`] (what to run),
 //! [`clients`] (the clients compared), `server` (the rate-limited server, shared with the tests and the demo),
@@ -64,6 +81,7 @@ mod config;
 mod harness;
 mod outcome;
 mod report;
+mod steady;
 
 /// The rate-limited server (shared with the tests and the demo).
 #[path = "../../tests/support/server.rs"]
@@ -135,6 +153,11 @@ fn main() -> ExitCode {
     #[cfg(feature = "redis")]
     print_redis_targets(&cfg, &rows, &skipped);
     print_failures(&rows);
+    let steady = run_steady_rows(&cfg, &runtime);
+    if !steady.is_empty() {
+        println!();
+        print!("{}", steady::steady_table(&cfg, &steady));
+    }
     for row in &rows {
         let show = match cfg.verbose {
             Verbose::Off => false,
@@ -213,14 +236,33 @@ fn run_rows(cfg: &Config, runtime: &tokio::runtime::Runtime, redis: &Redis) -> (
     (rows, skipped)
 }
 
+/// Runs the steady-load rows asked for, shape by shape.
+fn run_steady_rows(cfg: &Config, runtime: &tokio::runtime::Runtime) -> Vec<steady::SteadyRow> {
+    let mut rows = Vec::new();
+    for &shape in &cfg.steady.shapes {
+        for &kind in &cfg.steady.clients {
+            let row = runtime.block_on(steady::run_steady(cfg, shape, kind));
+            eprintln!(
+                "storm: steady load × {} × {} done",
+                row.shape.name(),
+                row.client.name()
+            );
+            rows.push(row);
+        }
+    }
+    rows
+}
+
 /// The summary table, what "premature" means, and the rows skipped.
 fn print_table(cfg: &Config, rows: &[Row], skipped: &Skipped) {
     println!();
     print!("{}", table(cfg, rows));
     println!(
         "\npremature: a task's request arriving before the instant its last 429 allowed \
-         (fixed window: the next window's start; token bucket: 429 arrival + Retry-After), \
-         measured server-side. Last success: since the row started, client-side{}.",
+         (fixed window: the next window's start; token bucket: 429 arrival + Retry-After; \
+         RateLimit headers: the next window's start, which its t names, rounded up; \
+         truncated Retry-After: 0: a send into the window that had already rejected that \
+         task, the 429 naming no time), measured server-side. Last success: since the row started, client-side{}.",
         if rows.iter().any(|r| r.client.multi_process()) {
             " (the Redis row: the latest of its workers' last successes, each since \
              the shared instant they all started their tasks at)"

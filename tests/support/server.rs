@@ -155,6 +155,18 @@ pub enum Shape {
     /// Capacity `cap`, refilled `cap` a second, starting full; `Retry-After`
     /// = whole seconds until one token (at least 1), counted from the `429`.
     Bucket,
+    /// The [`Window`](Shape::Window) limit, speaking the IETF draft fields
+    /// on every answer (`200`s too) as express-rate-limit 8 does:
+    /// `RateLimit: "<cap>-in-1sec"; r=<remaining>; t=<seconds to the next
+    /// window, rounded up, at least 1>` and `RateLimit-Policy:
+    /// "<cap>-in-1sec"; q=<cap>; w=1`; its `429`s carry no `Retry-After`.
+    RateLimitHeaders,
+    /// `cap` requests per 1 s window, a window starting at the first request
+    /// after the last one ended (not on the epoch's seconds); the rest get
+    /// `Retry-After` = whole seconds left in the window, *truncated* (so `0`
+    /// inside a closed window), as Flask-Limiter does. A task's send before
+    /// the end of the window that rejected it is premature.
+    TruncatedZero,
 }
 
 impl Shape {
@@ -162,6 +174,44 @@ impl Shape {
         match self {
             Shape::Window => "fixed window",
             Shape::Bucket => "token bucket",
+            Shape::RateLimitHeaders => "RateLimit headers",
+            Shape::TruncatedZero => "truncated Retry-After: 0",
+        }
+    }
+}
+
+/// What a [`Limit`] decided about one request.
+#[derive(Debug, Clone, Copy)]
+pub struct Verdict {
+    pub ok: bool,
+    /// The `Retry-After` of a `429`, in whole seconds (`None`: not sent).
+    pub retry_after: Option<u64>,
+    /// The `RateLimit` fields, `(r, t)`, if the shape sends them.
+    pub ratelimit: Option<(u32, u64)>,
+    /// A `429`'s instant it allows the task's next request.
+    pub allowed: Option<Instant>,
+    /// A `429`'s literal reading: the time it names from its arrival.
+    pub names: Duration,
+}
+
+impl Verdict {
+    fn admitted() -> Self {
+        Verdict {
+            ok: true,
+            retry_after: None,
+            ratelimit: None,
+            allowed: None,
+            names: Duration::ZERO,
+        }
+    }
+
+    fn rejected(retry_after: u64, allowed: Instant) -> Self {
+        Verdict {
+            ok: false,
+            retry_after: Some(retry_after),
+            ratelimit: None,
+            allowed: Some(allowed),
+            names: Duration::from_secs(retry_after),
         }
     }
 }
@@ -177,16 +227,51 @@ enum Limit {
         tokens: f64,
         refilled: Option<Instant>,
     },
+    /// Windows starting at a request.
+    Floating {
+        start: Option<Instant>,
+        used: u32,
+    },
 }
 
 impl Limit {
     fn new(shape: Shape, cap: u32) -> Self {
         match shape {
-            Shape::Window => Limit::Window { window: 0, used: 0 },
+            Shape::Window | Shape::RateLimitHeaders => Limit::Window { window: 0, used: 0 },
+            Shape::TruncatedZero => Limit::Floating {
+                start: None,
+                used: 0,
+            },
             Shape::Bucket => Limit::Bucket {
                 tokens: f64::from(cap),
                 refilled: None,
             },
+        }
+    }
+
+    /// Judges a request of a `shape` server arriving at `now`.
+    fn verdict(&mut self, shape: Shape, cap: u32, epoch: Instant, now: Instant) -> Verdict {
+        let verdict = match self.admit(cap, epoch, now) {
+            Ok(()) => Verdict::admitted(),
+            Err((ra, allowed)) => Verdict::rejected(ra, allowed),
+        };
+        if shape != Shape::RateLimitHeaders {
+            return verdict;
+        }
+        let Limit::Window { window, used } = self else {
+            return verdict;
+        };
+        let next = epoch + SECOND * u32::try_from(*window + 1).unwrap_or(u32::MAX);
+        let t = ceil_secs(next.saturating_duration_since(now));
+        Verdict {
+            retry_after: None,
+            ratelimit: Some((cap.saturating_sub(*used), t)),
+            names: if verdict.ok {
+                Duration::ZERO
+            } else {
+                Duration::from_secs(t)
+            },
+            ..verdict
         }
     }
 
@@ -219,6 +304,22 @@ impl Limit {
                 let until_token = Duration::from_secs_f64((1.0 - *tokens) / cap);
                 let ra = ceil_secs(until_token);
                 Err((ra, now + Duration::from_secs(ra)))
+            }
+            Limit::Floating { start, used } => {
+                let begun = match *start {
+                    Some(s) if now < s + SECOND => s,
+                    _ => {
+                        *used = 0;
+                        *start.insert(now)
+                    }
+                };
+                if *used < cap {
+                    *used += 1;
+                    return Ok(());
+                }
+                let end = begun + SECOND;
+                // Truncated, as Flask-Limiter does: 0 inside a 1 s window.
+                Err((end.duration_since(now).as_secs(), end))
             }
         }
     }
@@ -304,10 +405,16 @@ impl ServerState {
     }
 
     /// Judges a request of `task` arriving at `now`: `Ok(())` to admit it,
-    /// or `Err(Retry-After in whole seconds)`; records and counts it.
+    /// or `Err(the seconds its 429 names)`; records and counts it.
     pub fn judge(&mut self, task: Option<u32>, now: Instant) -> Result<(), u64> {
+        let v = self.judge_verdict(task, now);
+        if v.ok { Ok(()) } else { Err(v.names.as_secs()) }
+    }
+
+    /// [`judge`](Self::judge), returning the whole [`Verdict`].
+    pub fn judge_verdict(&mut self, task: Option<u32>, now: Instant) -> Verdict {
         let epoch = *self.epoch.get_or_insert(now);
-        let verdict = self.limit.admit(self.cap, epoch, now);
+        let verdict = self.limit.verdict(self.shape, self.cap, epoch, now);
         self.requests += 1;
         let record = match task {
             Some(id) => self.tasks.entry(id).or_default(),
@@ -320,18 +427,13 @@ impl ServerState {
         record.sends += 1;
         let premature = record.allowed.is_some_and(|a| now < a);
         let early_literal = record.literal.is_some_and(|l| now < l);
-        let ok = verdict.is_ok();
-        let answer = match verdict {
-            Ok(()) => {
-                record.oks += 1;
-                Ok(())
-            }
-            Err((ra, allowed)) => {
-                record.allowed = Some(allowed);
-                record.literal = Some(now + Duration::from_secs(ra));
-                Err(ra)
-            }
-        };
+        let ok = verdict.ok;
+        if ok {
+            record.oks += 1;
+        } else {
+            record.allowed = verdict.allowed;
+            record.literal = Some(now + verdict.names);
+        }
         if ok {
             self.oks += 1;
         } else {
@@ -346,18 +448,35 @@ impl ServerState {
             premature,
             early_literal,
         });
-        answer
+        verdict
     }
 
     /// [`judge`](Self::judge)s a request arriving now, as an HTTP answer:
-    /// `200 ok`, or `429` with `Retry-After`.
+    /// `200 ok`, or `429` with `Retry-After` (and the `RateLimit` fields
+    /// of the shape that sends them).
     pub fn handle(&mut self, task: Option<u32>) -> ResponseTemplate {
-        match self.judge(task, Instant::now()) {
-            Ok(()) => ResponseTemplate::new(200).set_body_string("ok"),
-            Err(ra) => {
-                ResponseTemplate::new(429).insert_header("retry-after", ra.to_string().as_str())
-            }
+        let v = self.judge_verdict(task, Instant::now());
+        let mut answer = if v.ok {
+            ResponseTemplate::new(200).set_body_string("ok")
+        } else {
+            ResponseTemplate::new(429)
+        };
+        if let Some(ra) = v.retry_after {
+            answer = answer.insert_header("retry-after", ra.to_string().as_str());
         }
+        if let Some((r, t)) = v.ratelimit {
+            let cap = self.cap;
+            answer = answer
+                .insert_header(
+                    "ratelimit",
+                    format!("\"{cap}-in-1sec\"; r={r}; t={t}").as_str(),
+                )
+                .insert_header(
+                    "ratelimit-policy",
+                    format!("\"{cap}-in-1sec\"; q={cap}; w=1").as_str(),
+                );
+        }
+        answer
     }
 }
 

@@ -101,6 +101,8 @@ fn key_prefix(shape: Shape) -> String {
         match shape {
             Shape::Window => "window",
             Shape::Bucket => "bucket",
+            Shape::RateLimitHeaders => "ratelimit",
+            Shape::TruncatedZero => "truncated",
         },
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
