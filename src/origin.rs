@@ -73,6 +73,16 @@ pub enum Outcome {
         /// How long from now until the quota resets.
         reset_in: Duration,
     },
+    /// The origin admitted the request, and its rate-limit headers say
+    /// `remaining` more are admitted until `reset_in` from now: admissions
+    /// spend that quota, and the gate holds the origin once it is spent,
+    /// before any `429`.
+    Quota {
+        /// Requests the server will still admit in its current window.
+        remaining: u64,
+        /// How long from now until the quota resets.
+        reset_in: Duration,
+    },
 }
 
 /// Settings of the gate and the pace; plain data from the [`Policy`](crate::Policy).
@@ -152,6 +162,10 @@ pub struct OriginState {
     raised_at: Duration,
     /// Last time a task touched this origin.
     last_seen: Duration,
+    /// A quota the server stated (remaining count, until when), spent by
+    /// admissions; `quota_until` zero when none is known.
+    quota_left: u64,
+    quota_until: Duration,
 }
 
 impl OriginState {
@@ -172,6 +186,8 @@ impl OriginState {
             first_pushback: None,
             raised_at: now,
             last_seen: now,
+            quota_left: 0,
+            quota_until: Duration::ZERO,
         }
     }
 
@@ -213,6 +229,7 @@ impl OriginState {
         self.gate_until <= now
             && self.next_slot <= now
             && self.server_until <= now
+            && self.quota_until <= now
             && now.saturating_sub(self.last_seen) >= idle
     }
 
@@ -242,6 +259,19 @@ impl OriginState {
             } else {
                 Admission::GateClosed(wait)
             };
+        }
+        if self.quota_until > now {
+            if self.quota_left == 0 {
+                // The stated quota is spent: hold the origin until it resets,
+                // as if its gate were closed (nothing reserved).
+                let wait = self.quota_until - now;
+                return if wait > latest {
+                    self.refuse(now, wait)
+                } else {
+                    Admission::GateClosed(wait)
+                };
+            }
+            self.quota_left -= 1;
         }
         if !(cfg.pace && self.rate > 0.0) {
             return now_or_probe;
@@ -359,8 +389,34 @@ impl OriginState {
                 self.on_success(now);
                 self.on_pushback(cfg, now, now.checked_add(reset_in));
             }
+            Outcome::Quota {
+                remaining,
+                reset_in,
+            } => {
+                self.on_success(now);
+                self.on_quota(now, remaining, reset_in);
+            }
         }
         if was_open { self.gate_in(now) } else { None }
+    }
+
+    /// A success at `now` said `remaining` requests are admitted until
+    /// `reset_in` from now. Within the same window (a reset within half a
+    /// second of the one known: servers round their `t` to whole seconds)
+    /// the smaller count wins, since admissions already spent part of it
+    /// that the server has not counted yet; a later window starts afresh.
+    fn on_quota(&mut self, now: Duration, remaining: u64, reset_in: Duration) {
+        let Some(until) = now.checked_add(reset_in) else {
+            return;
+        };
+        let same_window =
+            self.quota_until > now && until.abs_diff(self.quota_until) < Duration::from_millis(500);
+        if same_window {
+            self.quota_left = self.quota_left.min(remaining);
+        } else if until > self.quota_until {
+            self.quota_left = remaining;
+            self.quota_until = until;
+        }
     }
 
     /// A pushback arrived at `now`; `retry_at` is the server's time when it
@@ -416,7 +472,7 @@ impl OriginState {
     #[must_use]
     pub fn encode(&self) -> String {
         format!(
-            "o3 {} {} {} {} {} {} {} {} {} {} {} {} {}",
+            "o4 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
             nanos(self.gate_until),
             nanos(self.gate_span),
             nanos(self.server_until),
@@ -432,6 +488,8 @@ impl OriginState {
                 .map_or_else(|| "-".to_owned(), |t| nanos(t).to_string()),
             nanos(self.raised_at),
             nanos(self.last_seen),
+            self.quota_left,
+            nanos(self.quota_until),
         )
     }
 
@@ -441,7 +499,7 @@ impl OriginState {
     pub fn decode(s: &str) -> Option<Self> {
         let f: Vec<&str> = s.split(' ').collect();
         let [
-            "o3",
+            "o4",
             gate,
             span,
             server,
@@ -455,6 +513,8 @@ impl OriginState {
             first,
             raised,
             seen,
+            quota_left,
+            quota_until,
         ] = f.as_slice()
         else {
             return None;
@@ -489,6 +549,8 @@ impl OriginState {
             },
             raised_at: time(raised)?,
             last_seen: time(seen)?,
+            quota_left: quota_left.parse().ok()?,
+            quota_until: time(quota_until)?,
         })
     }
 
@@ -500,6 +562,7 @@ impl OriginState {
         self.gate_until
             .max(self.next_slot)
             .max(self.server_until)
+            .max(self.quota_until)
             .saturating_sub(now)
             .saturating_add(idle)
     }
@@ -682,8 +745,51 @@ mod tests {
         assert_eq!(o2, o);
         let _ = slot_at(&mut o, ms(1000));
         assert_eq!(OriginState::decode(&o.encode()), Some(o));
-        assert_eq!(OriginState::decode("o3 1 2"), None);
+        assert_eq!(OriginState::decode("o4 1 2"), None);
         assert_eq!(OriginState::decode("garbage"), None);
+    }
+
+    #[test]
+    fn a_stated_quota_is_spent_by_admissions_then_holds_the_origin() {
+        let mut o = OriginState::new(ms(0));
+        o.observe(
+            ON,
+            ms(0),
+            Outcome::Quota {
+                remaining: 2,
+                reset_in: ms(1000),
+            },
+        );
+        assert_eq!(o.admit(ON, ms(10), LONG), Admission::Now);
+        assert_eq!(o.admit(ON, ms(10), LONG), Admission::Now);
+        assert_eq!(o.admit(ON, ms(10), LONG), Admission::GateClosed(ms(990)));
+        // A later answer in the same window cannot raise what is left ...
+        o.observe(
+            ON,
+            ms(20),
+            Outcome::Quota {
+                remaining: 1,
+                reset_in: ms(980),
+            },
+        );
+        assert_eq!(o.admit(ON, ms(30), LONG), Admission::GateClosed(ms(970)));
+        assert_eq!(
+            o.admit(ON, ms(30), ms(500)),
+            Admission::Refused { free_in: ms(970) }
+        );
+        // ... and once the window reset, nothing holds the origin.
+        assert_eq!(o.admit(ON, ms(1000), LONG), Admission::Now);
+        // A new window's count starts afresh.
+        o.observe(
+            ON,
+            ms(1100),
+            Outcome::Quota {
+                remaining: 1,
+                reset_in: ms(900),
+            },
+        );
+        assert_eq!(o.admit(ON, ms(1100), LONG), Admission::Now);
+        assert_eq!(o.admit(ON, ms(1100), LONG), Admission::GateClosed(ms(900)));
     }
 
     #[test]

@@ -744,9 +744,11 @@ impl Store for RedisStore {
         if !pacing.gate {
             return Ok(None);
         }
-        if outcome == Outcome::Admitted {
+        if let Outcome::Admitted | Outcome::Quota { .. } = outcome {
             // Counted here; written within `FLUSH_EVERY`, or with this
-            // process's next write to the origin.
+            // process's next write to the origin. A stated quota is not
+            // kept in Redis (a write per answer would cost a round trip per
+            // success); an exhausted one (`Exhausted`) is shared all the same.
             self.count_success(origin);
             return Ok(None);
         }

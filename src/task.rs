@@ -225,10 +225,14 @@ impl<'a, S: Store> Task<'a, S> {
         let rate_limit = self.rate_limit(&response, received_at);
         if !policy.is_pushback(status, rate_limit.exhausted()) {
             self.planner.finish(&mut self.state);
-            let outcome = match rate_limit.reset() {
-                Some(reset_in) if policy.proactive_gate && rate_limit.exhausted() => {
+            let outcome = match (rate_limit.remaining(), rate_limit.reset()) {
+                (_, Some(reset_in)) if policy.proactive_gate && rate_limit.exhausted() => {
                     Outcome::Exhausted { reset_in }
                 }
+                (Some(remaining), Some(reset_in)) if policy.proactive_gate => Outcome::Quota {
+                    remaining,
+                    reset_in,
+                },
                 _ => Outcome::Admitted,
             };
             self.record(&answered, outcome).await;

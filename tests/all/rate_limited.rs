@@ -275,3 +275,69 @@ async fn a_burst_against_retry_after_zero_in_a_closed_window_all_gets_through() 
     // three attempts burnt into closed windows.
     assert!(rejected < 120, "{rejected} 429s");
 }
+
+/// A fixed window of `cap` requests per 2 s that states its quota on every
+/// answer (`RateLimit: "w";r=<left>;t=<seconds to reset>`), and answers a
+/// request over it `429` with `Retry-After`.
+struct StatedQuota {
+    cap: u32,
+    start: Instant,
+    state: Mutex<(u64, u32, Vec<(Instant, u16)>)>, // window index, admitted in it, (arrival, status)
+}
+
+impl Respond for StatedQuota {
+    fn respond(&self, _: &Request) -> ResponseTemplate {
+        let now = Instant::now();
+        let window = Duration::from_secs(2);
+        let index = (now - self.start).as_millis() as u64 / window.as_millis() as u64;
+        let reset = window - Duration::from_millis((now - self.start).as_millis() as u64 % 2_000);
+        let t = reset.as_secs() + u64::from(reset.subsec_nanos() > 0);
+        let mut s = self.state.lock().unwrap();
+        if s.0 != index {
+            s.0 = index;
+            s.1 = 0;
+        }
+        if s.1 < self.cap {
+            s.1 += 1;
+            s.2.push((now, 200));
+            let left = self.cap - s.1;
+            return ResponseTemplate::new(200)
+                .insert_header("RateLimit", format!(r#""w";r={left};t={t}"#).as_str());
+        }
+        s.2.push((now, 429));
+        ResponseTemplate::new(429).insert_header("Retry-After", t.to_string().as_str())
+    }
+}
+
+#[tokio::test]
+async fn a_stated_quota_paces_concurrent_requests_before_any_429() {
+    let server = MockServer::start().await;
+    let limiter = Arc::new(StatedQuota {
+        cap: 5,
+        start: Instant::now(),
+        state: Mutex::new((0, 0, Vec::new())),
+    });
+    struct Shared(Arc<StatedQuota>);
+    impl Respond for Shared {
+        fn respond(&self, r: &Request) -> ResponseTemplate {
+            self.0.respond(r)
+        }
+    }
+    Mock::given(any())
+        .respond_with(Shared(limiter.clone()))
+        .mount(&server)
+        .await;
+    let client = client(Policy::default());
+    // One request learns the quota (4 left in this window) ...
+    assert_eq!(client.get(server.uri()).send().await.unwrap().status(), 200);
+    // ... so of ten sent at once, four go now and six wait for the reset.
+    let all =
+        futures_util::future::join_all((0..10).map(|_| client.get(server.uri()).send())).await;
+    for r in all {
+        assert_eq!(r.unwrap().status(), 200);
+    }
+    let seen = limiter.state.lock().unwrap().2.clone();
+    let rejected = seen.iter().filter(|(_, s)| *s == 429).count();
+    assert_eq!(rejected, 0, "{seen:?}");
+    assert_eq!(seen.len(), 11);
+}
