@@ -276,13 +276,16 @@ async fn a_burst_against_retry_after_zero_in_a_closed_window_all_gets_through() 
     assert!(rejected < 120, "{rejected} 429s");
 }
 
+/// The window index, the requests admitted in it, and every (arrival, status).
+type QuotaLog = (u64, u32, Vec<(Instant, u16)>);
+
 /// A fixed window of `cap` requests per 2 s that states its quota on every
 /// answer (`RateLimit: "w";r=<left>;t=<seconds to reset>`), and answers a
 /// request over it `429` with `Retry-After`.
 struct StatedQuota {
     cap: u32,
     start: Instant,
-    state: Mutex<(u64, u32, Vec<(Instant, u16)>)>, // window index, admitted in it, (arrival, status)
+    state: Mutex<QuotaLog>,
 }
 
 impl Respond for StatedQuota {
