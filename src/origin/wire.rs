@@ -1,0 +1,111 @@
+//! The text form a shared store keeps an origin's state in: the Redis
+//! store's wire format, not API.
+
+use std::time::Duration;
+
+use super::OriginState;
+use crate::util::nanos;
+
+impl OriginState {
+    /// A compact text form for a shared store (space-separated numbers;
+    /// times in nanoseconds since the store's epoch). The wire format of
+    /// the Redis store, not API.
+    #[doc(hidden)]
+    #[must_use]
+    pub fn encode(&self) -> String {
+        format!(
+            "o4 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+            nanos(self.gate_until),
+            nanos(self.gate_span),
+            nanos(self.server_until),
+            self.last_zero
+                .map_or_else(|| "-".to_owned(), |t| nanos(t).to_string()),
+            nanos(self.next_slot),
+            self.rate,
+            u8::from(self.learned),
+            nanos(self.epoch_start),
+            self.epoch_successes,
+            u8::from(self.relearn_at_reopen),
+            self.first_pushback
+                .map_or_else(|| "-".to_owned(), |t| nanos(t).to_string()),
+            nanos(self.raised_at),
+            nanos(self.last_seen),
+            self.quota_left,
+            nanos(self.quota_until),
+        )
+    }
+
+    /// Reads [`encode`](Self::encode)'s form; `None` for anything else.
+    #[doc(hidden)]
+    #[must_use]
+    pub fn decode(s: &str) -> Option<Self> {
+        let f: Vec<&str> = s.split(' ').collect();
+        let [
+            "o4",
+            gate,
+            span,
+            server,
+            zero,
+            next,
+            rate,
+            learned,
+            epoch,
+            successes,
+            closed,
+            first,
+            raised,
+            seen,
+            quota_left,
+            quota_until,
+        ] = f.as_slice()
+        else {
+            return None;
+        };
+        let time = |v: &str| v.parse::<u64>().ok().map(Duration::from_nanos);
+        let flag = |v: &str| match v {
+            "0" => Some(false),
+            "1" => Some(true),
+            _ => None,
+        };
+        let rate: f64 = rate.parse().ok()?;
+        if !rate.is_finite() || rate < 0.0 {
+            return None;
+        }
+        Some(OriginState {
+            gate_until: time(gate)?,
+            gate_span: time(span)?,
+            server_until: time(server)?,
+            last_zero: match *zero {
+                "-" => None,
+                v => Some(time(v)?),
+            },
+            next_slot: time(next)?,
+            rate,
+            learned: flag(learned)?,
+            epoch_start: time(epoch)?,
+            epoch_successes: successes.parse().ok()?,
+            relearn_at_reopen: flag(closed)?,
+            first_pushback: match *first {
+                "-" => None,
+                v => Some(time(v)?),
+            },
+            raised_at: time(raised)?,
+            last_seen: time(seen)?,
+            quota_left: quota_left.parse().ok()?,
+            quota_until: time(quota_until)?,
+        })
+    }
+
+    /// How long a shared store should keep this state after `now`: until
+    /// its gate and queue are over, plus the idle time after which an
+    /// origin is forgotten.
+    #[must_use]
+    pub(crate) fn keep_for(&self, now: Duration, idle: Duration) -> Duration {
+        self.gate_until
+            .max(self.next_slot)
+            .max(self.server_until)
+            .max(self.quota_until)
+            .saturating_sub(now)
+            .saturating_add(idle)
+    }
+}

@@ -1,0 +1,252 @@
+//! [`RedisStore`]: key leases, origin gates, pacing and the retry budget
+//! shared by many processes through Redis.
+//!
+//! Why Redis? Workers that each keep their own state rediscover a server's
+//! limit by being rejected, one process at a time, and two workers can run
+//! the same keyed operation at once. Teams that run many workers already run
+//! Redis; sharing the state there gives every process one view.
+//!
+//! How: a lease is one `SET NX PX` (released by a compare-and-delete script).
+//! Origin and budget state is read and replaced by a compare-and-set script;
+//! the new state is computed in Rust by the same pure functions the
+//! in-memory store uses ([`OriginState`](crate::origin::OriginState), [`BudgetState`](crate::budget::BudgetState)), so the Lua side
+//! holds no decision logic. Every time in shared state is read on Redis's
+//! clock (`TIME`, returned by the scripts), so workers never compare skewed
+//! clocks; each process turns "wait this long" into its own
+//! [`tokio::time::Instant`]. Every key carries a TTL (a lease: the task's
+//! deadline; an origin: its gate and queue plus five idle minutes), so a
+//! crashed worker leaks nothing and its lease frees itself.
+//!
+//! Each process also keeps its own leases (so exclusion within the process
+//! holds while Redis is away), counts its 2xx answers and budget deposits
+//! locally, and folds them into Redis at most every 100 ms or with its next
+//! write to the same key: a burst of successes costs a few round trips, not
+//! one per request.
+//!
+//! When Redis cannot answer within `op_timeout` (per round trip), the
+//! [`FailMode`] decides: fail open to this process's local state (the
+//! default, with a `warn` event), or fail closed with
+//! [`Error::Store`](crate::Error::Store) (`store_unavailable`) before
+//! anything is sent.
+
+mod batched;
+mod scripts;
+mod store;
+mod update;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use redis::Script;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+use crate::store::{MemoryStore, StoreError, lock};
+use scripts::{ACQUIRE, CAS, READ, RELEASE};
+
+/// What a [`RedisStore`] does when Redis does not answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FailMode {
+    /// Go on with this process's own state (leases, gates and budget stop
+    /// being shared until Redis answers again), with a `warn` event.
+    #[default]
+    Open,
+    /// Refuse to send: the request fails with `store_unavailable`.
+    Closed,
+}
+
+const BUDGET_IDLE: Duration = Duration::from_secs(60);
+/// Compare-and-set rounds before giving up on a contended key.
+const CAS_ROUNDS: u32 = 64;
+/// Locally counted successes and deposits are written at least this often.
+const FLUSH_EVERY: Duration = Duration::from_millis(100);
+
+/// A [`Store`](crate::Store) in Redis, shared by every process that uses the same Redis
+/// and key prefix.
+///
+/// ```no_run
+/// use reqwest_backpressure::{Policy, RetryAfterMiddleware};
+/// use reqwest_backpressure::store::{FailMode, RedisStore};
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = RedisStore::connect("redis://127.0.0.1:6379/")
+///     .await?
+///     .prefix("billing-workers:")
+///     .fail_mode(FailMode::Open);
+/// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+///     .with(RetryAfterMiddleware::with_store(Policy::default(), store))
+///     .build();
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct RedisStore {
+    conn: ConnectionManager,
+    prefix: Arc<str>,
+    fail_mode: FailMode,
+    op_timeout: Duration,
+    local: MemoryStore,
+    shared: Arc<Shared>,
+}
+
+/// Per-process state behind a [`RedisStore`] and its clones.
+struct Shared {
+    /// One write per key at a time from this process, so that a burst of
+    /// tasks does not turn into a compare-and-set race among themselves.
+    key_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Releases sent to Redis but maybe not applied yet: lease key →
+    /// (token, when the lease expires in any case).
+    releasing: Mutex<HashMap<String, (u64, Instant)>>,
+    /// 2xx answers not yet written: origin key → (count, last write).
+    successes: Mutex<HashMap<String, (u32, Instant)>>,
+    /// Budget deposits not yet written, and the last write.
+    deposits: Mutex<(u32, Instant)>,
+    read: Script,
+    cas: Script,
+    acquire: Script,
+    release: Script,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The connection's address may carry credentials: never printed.
+        f.debug_struct("RedisStore")
+            .field("prefix", &self.prefix)
+            .field("fail_mode", &self.fail_mode)
+            .field("op_timeout", &self.op_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+fn unavailable(e: &redis::RedisError) -> StoreError {
+    // The kind only: a Redis error's text can name the server's address.
+    StoreError::new(format!("redis: {:?}", e.kind()))
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+impl RedisStore {
+    /// Connects to `url` (`redis://host:port/db`) with a reconnecting
+    /// connection manager. Connecting and each round trip time out after
+    /// 500 ms by default ([`op_timeout`](Self::op_timeout)).
+    ///
+    /// Fails when Redis cannot be reached now; see
+    /// [`connect_lazy`](Self::connect_lazy) for workers that must start
+    /// while Redis is away.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        let (client, config) = Self::client(url)?;
+        let conn = ConnectionManager::new_with_config(client, config)
+            .await
+            .map_err(|e| unavailable(&e))?;
+        Ok(Self::with_connection(conn))
+    }
+
+    /// Like [`connect`](Self::connect), but does not wait for Redis: the
+    /// connection is made on first use and remade after failures, and until
+    /// then the [`FailMode`] applies. Fails only on an invalid `url`.
+    pub async fn connect_lazy(url: &str) -> Result<Self, StoreError> {
+        let (client, config) = Self::client(url)?;
+        let conn =
+            ConnectionManager::new_lazy_with_config(client, config).map_err(|e| unavailable(&e))?;
+        Ok(Self::with_connection(conn))
+    }
+
+    fn client(url: &str) -> Result<(redis::Client, ConnectionManagerConfig), StoreError> {
+        let client = redis::Client::open(url).map_err(|e| unavailable(&e))?;
+        let timeout = Duration::from_millis(500);
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(timeout))
+            .set_response_timeout(Some(timeout))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_millis(200));
+        Ok((client, config))
+    }
+
+    /// A store over an existing connection manager.
+    #[must_use]
+    pub fn with_connection(conn: ConnectionManager) -> Self {
+        let now = Instant::now();
+        RedisStore {
+            conn,
+            prefix: Arc::from("reqwest-backpressure:"),
+            fail_mode: FailMode::Open,
+            op_timeout: Duration::from_millis(500),
+            local: MemoryStore::new(),
+            shared: Arc::new(Shared {
+                key_locks: Mutex::default(),
+                releasing: Mutex::default(),
+                successes: Mutex::default(),
+                deposits: Mutex::new((0, now)),
+                read: Script::new(READ),
+                cas: Script::new(CAS),
+                acquire: Script::new(ACQUIRE),
+                release: Script::new(RELEASE),
+            }),
+        }
+    }
+
+    /// The prefix of every key this store writes (default
+    /// `reqwest-backpressure:`). Processes that should share state use the
+    /// same prefix.
+    #[must_use]
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = Arc::from(prefix.into());
+        self
+    }
+
+    /// What to do when Redis does not answer (default [`FailMode::Open`]).
+    #[must_use]
+    pub fn fail_mode(mut self, mode: FailMode) -> Self {
+        self.fail_mode = mode;
+        self
+    }
+
+    /// The longest one round trip to Redis may take before it counts as a
+    /// failure (default 500 ms).
+    #[must_use]
+    pub fn op_timeout(mut self, timeout: Duration) -> Self {
+        self.op_timeout = timeout;
+        self
+    }
+
+    /// This process's own state: its leases, and what it uses while
+    /// failing open.
+    #[must_use]
+    #[doc(hidden)]
+    pub fn local(&self) -> &MemoryStore {
+        &self.local
+    }
+
+    fn lease_key(&self, key: &str) -> String {
+        // Hashed: an idempotency key may be guessable or sensitive, and the
+        // task key starts with the origin.
+        format!(
+            "{}lease:{}",
+            self.prefix,
+            sha1_smol::Sha1::from(key).digest()
+        )
+    }
+
+    fn origin_key(&self, origin: &str) -> String {
+        format!(
+            "{}origin:{}",
+            self.prefix,
+            sha1_smol::Sha1::from(origin).digest()
+        )
+    }
+
+    fn budget_key(&self) -> String {
+        format!("{}budget", self.prefix)
+    }
+
+    fn key_lock(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = lock(&self.shared.key_locks);
+        if locks.len() > 1024 {
+            locks.retain(|_, l| Arc::strong_count(l) > 1);
+        }
+        Arc::clone(locks.entry(key.to_owned()).or_default())
+    }
+}

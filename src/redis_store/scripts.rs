@@ -1,0 +1,72 @@
+//! The Lua scripts, each one atomic step with no decision logic, and the
+//! reading of their replies.
+
+use std::time::Duration;
+
+use redis::Value;
+
+use crate::store::StoreError;
+
+/// `{now_s, now_us, value}`.
+pub(super) const READ: &str = r"
+local t = redis.call('TIME')
+return {t[1], t[2], redis.call('GET', KEYS[1])}
+";
+
+/// Replaces KEYS[1] with ARGV[2] (TTL ARGV[3] ms) if it still holds ARGV[1]
+/// ('' for absent). `{1, now_s, now_us}` or `{0, now_s, now_us, current}`.
+pub(super) const CAS: &str = r"
+local cur = redis.call('GET', KEYS[1])
+local t = redis.call('TIME')
+if (cur or '') == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+  return {1, t[1], t[2]}
+end
+return {0, t[1], t[2], cur}
+";
+
+/// Takes the lease KEYS[1] for token ARGV[1], TTL ARGV[2] ms; first frees it
+/// if it still holds ARGV[3], this process's own lease whose release has
+/// not reached Redis yet. 1 if taken, 0 if held by another task.
+pub(super) const ACQUIRE: &str = r"
+if ARGV[3] ~= '' and redis.call('GET', KEYS[1]) == ARGV[3] then
+  redis.call('DEL', KEYS[1])
+end
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return 1
+end
+return 0
+";
+
+/// Deletes KEYS[1] if it holds ARGV[1].
+pub(super) const RELEASE: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+";
+
+/// Reads `{.., now_s, now_us, value?}` starting at `at`.
+pub(super) fn parse_time_and_value(
+    reply: &[Value],
+    at: usize,
+) -> Result<(Duration, Option<String>), StoreError> {
+    let num = |v: Option<&Value>| -> Option<u64> {
+        match v? {
+            Value::Int(i) => u64::try_from(*i).ok(),
+            Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
+            _ => None,
+        }
+    };
+    let bad = || StoreError::new("redis: unexpected reply");
+    let secs = num(reply.get(at)).ok_or_else(bad)?;
+    let micros = num(reply.get(at + 1)).ok_or_else(bad)?;
+    let value = match reply.get(at + 2) {
+        Some(Value::BulkString(b)) => Some(String::from_utf8_lossy(b).into_owned()),
+        _ => None,
+    };
+    Ok((
+        Duration::from_secs(secs) + Duration::from_micros(micros),
+        value,
+    ))
+}

@@ -1,0 +1,214 @@
+//! [`Store`] for [`RedisStore`](super::RedisStore): leases, admissions, gates, records and
+//! the budget, each one script or compare-and-set over the pure steps.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{BUDGET_IDLE, RedisStore, millis};
+use crate::budget::{BudgetState, RetryBudget};
+use crate::origin::{Admission, OriginState, PacingConfig};
+use crate::store::{LeaseToken, Outcome, Store, StoreError, lock};
+
+/// A lease taken locally (and maybe in Redis) whose acquisition is not
+/// settled yet: if the caller goes away meanwhile, or Redis failed and the
+/// store fails closed, it is released everywhere.
+struct Acquiring<'a> {
+    store: &'a RedisStore,
+    key: &'a str,
+    token: LeaseToken,
+    armed: bool,
+}
+
+impl Drop for Acquiring<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.store.release(self.key, self.token);
+        }
+    }
+}
+
+impl Store for RedisStore {
+    async fn acquire(&self, key: &str, ttl: Duration) -> Result<Option<LeaseToken>, StoreError> {
+        // This process's own lease first: it keeps exclusion within the
+        // process while Redis is away, and its token is the Redis value.
+        let Some(token) = self.local.acquire_now(key, ttl) else {
+            return Ok(None);
+        };
+        let mut pending = Acquiring {
+            store: self,
+            key,
+            token,
+            armed: true,
+        };
+        let redis_key = self.lease_key(key);
+        let stale = lock(&self.shared.releasing)
+            .remove(&redis_key)
+            .map(|(t, _)| t);
+        let mut conn = self.conn.clone();
+        let mut acquire = self.shared.acquire.prepare_invoke();
+        acquire
+            .key(&redis_key)
+            .arg(token.0)
+            .arg(millis(ttl))
+            .arg(stale.map_or_else(String::new, |t| t.to_string()));
+        let taken: Result<i64, StoreError> = self.round_trip(acquire.invoke_async(&mut conn)).await;
+        match taken {
+            Ok(1) => {
+                pending.armed = false;
+                Ok(Some(token))
+            }
+            Ok(_) => {
+                // Held by another task; ours is not in Redis.
+                pending.armed = false;
+                self.local.release(key, token);
+                Ok(None)
+            }
+            Err(e) => {
+                // Our own stale lease may still be there: try again later.
+                if let Some(stale) = stale {
+                    lock(&self.shared.releasing)
+                        .entry(redis_key)
+                        .or_insert((stale, Instant::now() + ttl));
+                }
+                let result = self
+                    .guarded("acquire", Err(e), || std::future::ready(Ok(Some(token))))
+                    .await;
+                // Failing open keeps the local lease; failing closed
+                // releases it, and the Redis one in case the ACQUIRE was
+                // applied after we stopped waiting.
+                pending.armed = result.is_err();
+                result
+            }
+        }
+    }
+
+    fn release(&self, key: &str, token: LeaseToken) {
+        let redis_key = self.lease_key(key);
+        // Remembered until Redis confirms (or the lease has expired anyway),
+        // so that this process taking the same key again at once frees it
+        // first instead of finding it held. Noted before the local lease
+        // goes, so that no task of ours can slip in between.
+        {
+            let mut releasing = lock(&self.shared.releasing);
+            if releasing.len() > 1024 {
+                let now = Instant::now();
+                releasing.retain(|_, (_, expires)| *expires > now);
+            }
+            let expires = self.local.lease_expiry(key).unwrap_or_else(Instant::now);
+            releasing.insert(redis_key.clone(), (token.0, expires));
+        }
+        self.local.release(key, token);
+        // Called from `Drop`: the compare-and-delete runs as its own task.
+        // Without a runtime (or if it fails) the lease's TTL frees it.
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let mut conn = self.conn.clone();
+            let shared = Arc::clone(&self.shared);
+            let timeout = self.op_timeout;
+            handle.spawn(async move {
+                let mut release = shared.release.prepare_invoke();
+                release.key(&redis_key).arg(token.0);
+                let done =
+                    tokio::time::timeout(timeout, release.invoke_async::<i64>(&mut conn)).await;
+                if matches!(done, Ok(Ok(_))) {
+                    let mut releasing = lock(&shared.releasing);
+                    if releasing
+                        .get(&redis_key)
+                        .is_some_and(|(t, _)| *t == token.0)
+                    {
+                        releasing.remove(&redis_key);
+                    }
+                }
+            });
+        }
+    }
+
+    async fn admit(
+        &self,
+        origin: &str,
+        pacing: PacingConfig,
+        budget: &RetryBudget,
+        latest: Duration,
+        first: bool,
+    ) -> Result<Admission, StoreError> {
+        if first && budget.enabled {
+            // Written within `FLUSH_EVERY`, or with the next withdrawal.
+            self.count_deposit(budget);
+        }
+        if !pacing.gate {
+            return Ok(Admission::Now);
+        }
+        let result = self
+            .update_origin(origin, false, |state, now| {
+                (state.admit(pacing, now, latest), false)
+            })
+            .await;
+        self.guarded("admit", result, || {
+            std::future::ready(Ok(self
+                .local
+                .admit_now(origin, pacing, budget, latest, first)))
+        })
+        .await
+    }
+
+    async fn gate(&self, origin: &str) -> Result<Option<Duration>, StoreError> {
+        let key = self.origin_key(origin);
+        let result = self
+            .update(&key, OriginState::decode, OriginState::encode, |s, now| {
+                let gate = s.as_ref().and_then(|s| s.gate_in(now));
+                (gate, None)
+            })
+            .await;
+        self.guarded("gate", result, || self.local.gate(origin))
+            .await
+    }
+
+    async fn record(
+        &self,
+        origin: &str,
+        pacing: PacingConfig,
+        outcome: Outcome,
+    ) -> Result<Option<Duration>, StoreError> {
+        if !pacing.gate {
+            return Ok(None);
+        }
+        if let Outcome::Admitted | Outcome::Quota { .. } = outcome {
+            // Counted here; written within `FLUSH_EVERY`, or with this
+            // process's next write to the origin. A stated quota is not
+            // kept in Redis (a write per answer would cost a round trip per
+            // success); an exhausted one (`Exhausted`) is shared all the same.
+            self.count_success(origin);
+            return Ok(None);
+        }
+        let result = self
+            .update_origin(origin, true, |state, now| {
+                // Any outcome but a plain success (counted above) changes
+                // the gate: a pushback, or an exhausted quota.
+                (state.observe(pacing, now, outcome), true)
+            })
+            .await;
+        self.guarded("record", result, || {
+            self.local.record(origin, pacing, outcome)
+        })
+        .await
+    }
+
+    async fn withdraw_retry(&self, budget: &RetryBudget) -> Result<bool, StoreError> {
+        if !budget.enabled {
+            return Ok(true);
+        }
+        let _ = self.flush_deposits(budget, true).await;
+        let key = self.budget_key();
+        let result = self
+            .update(&key, BudgetState::decode, BudgetState::encode, |s, now| {
+                let ok = BudgetState::slot(s, budget, now).withdraw(budget, now);
+                (ok, Some(BUDGET_IDLE))
+            })
+            .await;
+        self.guarded("withdraw_retry", result, || {
+            self.local.withdraw_retry(budget)
+        })
+        .await
+    }
+}

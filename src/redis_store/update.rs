@@ -1,0 +1,112 @@
+//! Round trips: bounded by `op_timeout`, guarded by the fail mode, and the
+//! compare-and-set loop that applies a pure step to a key's state.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::Value;
+
+use super::scripts::parse_time_and_value;
+use super::{CAS_ROUNDS, FailMode, RedisStore, millis, unavailable};
+use crate::store::StoreError;
+
+impl RedisStore {
+    /// One round trip, bounded by `op_timeout`.
+    pub(super) async fn round_trip<T>(
+        &self,
+        op: impl Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, StoreError> {
+        match tokio::time::timeout(self.op_timeout, op).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(unavailable(&e)),
+            Err(_) => Err(StoreError::new("redis: operation timed out")),
+        }
+    }
+
+    /// `op`'s answer; when Redis failed, the fail mode decides between
+    /// `fallback` (local state) and the error.
+    pub(super) async fn guarded<T, L>(
+        &self,
+        what: &'static str,
+        result: Result<T, StoreError>,
+        fallback: impl FnOnce() -> L,
+    ) -> Result<T, StoreError>
+    where
+        L: Future<Output = Result<T, StoreError>>,
+    {
+        let err = match result {
+            Ok(v) => return Ok(v),
+            Err(e) => e,
+        };
+        match self.fail_mode {
+            FailMode::Closed => Err(err),
+            FailMode::Open => {
+                #[cfg(feature = "tracing")]
+                tracing::warn!(operation = what, error = %err, "reqwest-backpressure: redis unavailable, using local state");
+                #[cfg(not(feature = "tracing"))]
+                let _ = what;
+                fallback().await
+            }
+        }
+    }
+
+    /// Reads `key`'s state, applies `f` at Redis's `now`, and, when `f`
+    /// changed it, writes it back if nobody changed it meanwhile (else
+    /// tries again on what is there now). `f` returns its output and, when
+    /// the state must be written, how long to keep it.
+    pub(super) async fn update<V, T>(
+        &self,
+        key: &str,
+        decode: fn(&str) -> Option<V>,
+        encode: fn(&V) -> String,
+        mut f: impl FnMut(&mut Option<V>, Duration) -> (T, Option<Duration>),
+    ) -> Result<T, StoreError> {
+        let mut conn = self.conn.clone();
+        let mut read = self.shared.read.prepare_invoke();
+        read.key(key);
+        let reply: Vec<Value> = self.round_trip(read.invoke_async(&mut conn)).await?;
+        let (mut now, mut current) = parse_time_and_value(&reply, 0)?;
+        // Read-only answers need no lock; writes from this process go one
+        // at a time, so only other processes can race them.
+        let mut guard = None;
+        for round in 0..CAS_ROUNDS {
+            let mut state = current.as_deref().and_then(decode);
+            let (out, keep) = f(&mut state, now);
+            let (Some(keep), Some(new)) = (keep, state.as_ref()) else {
+                return Ok(out);
+            };
+            if guard.is_none() {
+                let key_lock = self.key_lock(key);
+                match Arc::clone(&key_lock).try_lock_owned() {
+                    Ok(held) => guard = Some(held),
+                    Err(_) => {
+                        guard = Some(key_lock.lock_owned().await);
+                        // Another task of ours wrote while we waited: read
+                        // afresh (state and Redis's time) rather than fail
+                        // the compare-and-set and back off.
+                        let reply: Vec<Value> =
+                            self.round_trip(read.invoke_async(&mut conn)).await?;
+                        (now, current) = parse_time_and_value(&reply, 0)?;
+                        continue;
+                    }
+                }
+            }
+            let mut cas = self.shared.cas.prepare_invoke();
+            cas.key(key)
+                .arg(current.as_deref().unwrap_or(""))
+                .arg(encode(new))
+                .arg(millis(keep));
+            let reply: Vec<Value> = self.round_trip(cas.invoke_async(&mut conn)).await?;
+            if matches!(reply.first(), Some(Value::Int(1))) {
+                return Ok(out);
+            }
+            (now, current) = parse_time_and_value(&reply, 1)?;
+            // Someone else wrote (another process, or a task of ours just
+            // before we took the lock): back off a little, jittered.
+            let backoff = Duration::from_micros(fastrand::u64(0..=200 * u64::from(round + 1)));
+            tokio::time::sleep(backoff).await;
+        }
+        Err(StoreError::new("redis: key too contended"))
+    }
+}
