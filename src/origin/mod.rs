@@ -219,6 +219,7 @@ impl OriginState {
     }
 
     /// Last time a task touched this origin (for expiring idle entries).
+    #[cfg(feature = "redis")]
     #[must_use]
     pub(crate) fn last_seen(&self) -> Duration {
         self.last_seen

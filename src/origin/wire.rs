@@ -99,6 +99,7 @@ impl OriginState {
     /// How long a shared store should keep this state after `now`: until
     /// its gate and queue are over, plus the idle time after which an
     /// origin is forgotten.
+    #[cfg(feature = "redis")]
     #[must_use]
     pub(crate) fn keep_for(&self, now: Duration, idle: Duration) -> Duration {
         self.gate_until

@@ -22,69 +22,14 @@ use crate::origin::{Admission, Outcome};
 use crate::planner::{Claim, Decision, Planner, Pushback, StopReason, StoreFault, TaskState};
 use crate::ratelimit::RateLimitHint;
 use crate::retry_after::{Hint, server_date};
-use crate::store::{LeaseToken, Store, StoreError};
+use crate::store::{Store, StoreError};
 
-/// What the request's contract allows, known before any send.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Contract {
-    /// An idempotent method, or an idempotency key.
-    pub(crate) retry_authorized: bool,
-    /// The body is not a stream.
-    pub(crate) replayable: bool,
-}
+mod halt;
+mod log;
 
-/// Why a task ended before a send.
-#[derive(Debug)]
-enum Halt {
-    /// The planner, or a store call that could not answer in time.
-    Stop(StopReason),
-    /// The store failed, and fails closed.
-    Store(StoreError),
-    /// The origin (gate or paced queue) cannot take the task in time.
-    Refused {
-        reason: StopReason,
-        retry_at: Option<SystemTime>,
-    },
-}
-
-impl Halt {
-    /// The stop code of a task that holds a pushback.
-    fn reason(&self) -> StopReason {
-        match self {
-            Halt::Stop(reason) | Halt::Refused { reason, .. } => *reason,
-            Halt::Store(_) => StopReason::StoreUnavailable,
-        }
-    }
-
-    /// The error of a task that sent nothing yet.
-    fn into_error(self) -> Error {
-        match self {
-            Halt::Refused { retry_at, .. } => Error::OriginGateClosed { retry_at },
-            Halt::Store(e) => Error::Store(e),
-            Halt::Stop(_) => Error::DeadlineExhausted,
-        }
-    }
-}
-
-impl From<StoreFault> for Halt {
-    fn from(fault: StoreFault) -> Self {
-        Halt::Stop(fault.reason())
-    }
-}
-
-/// Frees a key's lease when the task ends in any way: success, error, or
-/// the future being dropped mid-wait.
-struct LeaseGuard<'a, S: Store> {
-    store: &'a S,
-    key: String,
-    token: LeaseToken,
-}
-
-impl<S: Store> Drop for LeaseGuard<'_, S> {
-    fn drop(&mut self) {
-        self.store.release(&self.key, self.token);
-    }
-}
+pub(crate) use halt::Contract;
+use halt::{Halt, LeaseGuard};
+use log::log_decision;
 
 /// One task: its planner state, its origin and its last pushback.
 pub(crate) struct Task<'a, S> {
@@ -503,53 +448,3 @@ impl<'a, S: Store> Task<'a, S> {
         response
     }
 }
-
-#[cfg(feature = "tracing")]
-fn log_decision(
-    origin: &str,
-    response: &Response,
-    attempt: u32,
-    hint: &Hint,
-    state: &TaskState,
-    decision: &Decision,
-) {
-    use http::header::RETRY_AFTER;
-    // Only `Retry-After`, truncated, ever leaves as a header value.
-    let retry_after = response
-        .headers()
-        .get(RETRY_AFTER)
-        .map(|v| {
-            let v = String::from_utf8_lossy(v.as_bytes());
-            v.chars().take(64).collect::<String>()
-        })
-        .unwrap_or_default();
-    let source = state.hint_source().map_or("none", |s| s.code());
-    match decision {
-        Decision::Wait { until, delay, .. } => tracing::debug!(
-            origin,
-            status = response.status().as_u16(),
-            hint = hint.kind(),
-            source,
-            retry_after = %retry_after,
-            attempt,
-            decision = "wait",
-            delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
-            wait_ms = u64::try_from(until.saturating_duration_since(Instant::now()).as_millis()).unwrap_or(u64::MAX),
-            "reqwest-backpressure: retry planned"
-        ),
-        Decision::Stop(reason) => tracing::info!(
-            origin,
-            status = response.status().as_u16(),
-            hint = hint.kind(),
-            source,
-            retry_after = %retry_after,
-            attempt,
-            decision = "stop",
-            code = reason.code(),
-            "reqwest-backpressure: not retrying"
-        ),
-    }
-}
-
-#[cfg(not(feature = "tracing"))]
-fn log_decision(_: &str, _: &Response, _: u32, _: &Hint, _: &TaskState, _: &Decision) {}
