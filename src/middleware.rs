@@ -155,6 +155,21 @@ pub fn is_idempotent(method: &Method) -> bool {
     )
 }
 
+/// Whether `url` has the origin `origin` (as [`origin_of`] writes it),
+/// without building a string.
+pub(crate) fn same_origin(origin: &str, url: &reqwest::Url) -> bool {
+    let Some(rest) = origin
+        .strip_prefix(url.scheme())
+        .and_then(|r| r.strip_prefix("://"))
+        .and_then(|r| r.strip_prefix(url.host_str().unwrap_or("")))
+        .and_then(|r| r.strip_prefix(':'))
+    else {
+        return false;
+    };
+    let mut port = itoa::Buffer::new();
+    rest == port.format(url.port_or_known_default().unwrap_or(0))
+}
+
 /// `scheme://host:port` of a URL: what logs and store keys may carry
 /// (never a path's query, user info or fragment).
 pub(crate) fn origin_of(url: &reqwest::Url) -> String {
@@ -229,6 +244,20 @@ impl<S: Store> Middleware for RetryAfterMiddleware<S> {
 #[cfg(test)]
 mod tests {
     #[test]
+    fn another_origin_is_not_the_same() {
+        let url = reqwest::Url::parse("http://h:8080/").expect("valid url");
+        for other in [
+            "http://h:80",
+            "https://h:8080",
+            "http://g:8080",
+            "http://h:8080/",
+            "http://h",
+        ] {
+            assert!(!super::same_origin(other, &url), "{other}");
+        }
+    }
+
+    #[test]
     fn origin_is_scheme_host_port_only() {
         let cases = [
             (
@@ -244,6 +273,7 @@ mod tests {
         for (url, origin) in cases {
             let url = reqwest::Url::parse(url).expect("valid url");
             assert_eq!(super::origin_of(&url), origin);
+            assert!(super::same_origin(origin, &url));
         }
     }
 }

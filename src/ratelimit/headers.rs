@@ -287,10 +287,25 @@ impl RateLimitHeaders {
     /// clock.
     #[must_use]
     pub fn read(&self, headers: &HeaderMap, server_now: SystemTime) -> RateLimitHint {
+        self.read_with(headers, || server_now)
+    }
+
+    /// [`read`](Self::read), asking for `server_now` only when a declared
+    /// header needs it (the IETF fields are relative): the success path
+    /// does not parse a `Date` it does not use.
+    pub(crate) fn read_with(
+        &self,
+        headers: &HeaderMap,
+        server_now: impl FnOnce() -> SystemTime,
+    ) -> RateLimitHint {
         let mut fold = Fold::default();
         if self.ietf {
             ietf::read(headers, &mut fold);
         }
+        if self.limits.is_empty() {
+            return fold.finish();
+        }
+        let server_now = server_now();
         for spec in &self.limits {
             if let Some(limit) = spec.read(headers, server_now) {
                 fold.push(limit);

@@ -16,7 +16,7 @@ use tokio::time::Instant;
 
 use crate::error::Error;
 use crate::extensions::{Attempt, IdempotencyKey, RetryReport};
-use crate::middleware::origin_of;
+use crate::middleware::{origin_of, same_origin};
 use crate::observe::{self, Observer, WaitReason, wall_in};
 use crate::origin::{Admission, Outcome};
 use crate::planner::{Claim, Decision, Planner, Pushback, StopReason, StoreFault, TaskState};
@@ -165,7 +165,7 @@ impl<'a, S: Store> Task<'a, S> {
         let status = response.status();
         // Gate, pace and logs belong to the origin that answered: after a
         // redirect, that is not the request's.
-        let answered = origin_of(response.url());
+        let answered = answered_by(&self.origin, response.url());
         let received_at = SystemTime::now();
         let rate_limit = self.rate_limit(&response, received_at);
         if !policy.is_pushback(status, rate_limit.exhausted()) {
@@ -237,8 +237,9 @@ impl<'a, S: Store> Task<'a, S> {
         if !useful || headers.is_empty() {
             return RateLimitHint::default();
         }
-        let server_now = server_date(response.headers()).unwrap_or(received_at);
-        headers.read(response.headers(), server_now)
+        headers.read_with(response.headers(), || {
+            server_date(response.headers()).unwrap_or(received_at)
+        })
     }
 
     /// Takes the lease of `key` (scoped to the origin, so one key against
@@ -446,5 +447,15 @@ impl<'a, S: Store> Task<'a, S> {
             hint_source: self.state.hint_source(),
         });
         response
+    }
+}
+
+/// The origin that answered `url`: the request's own `origin` unless a
+/// redirect led elsewhere (built only then).
+fn answered_by<'o>(origin: &'o str, url: &reqwest::Url) -> std::borrow::Cow<'o, str> {
+    if same_origin(origin, url) {
+        std::borrow::Cow::Borrowed(origin)
+    } else {
+        std::borrow::Cow::Owned(origin_of(url))
     }
 }
