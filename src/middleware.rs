@@ -112,7 +112,7 @@ impl<S: Store> RetryAfterMiddleware<S> {
         let planner = Planner::new(policy);
         #[cfg(feature = "tracing")]
         if let Err(e) = &planner {
-            tracing::error!(error = %e, "reqwest-backpressure: invalid policy; every request will be refused");
+            tracing::error!(target: "reqwest_backpressure::middleware", error = %e, "reqwest-backpressure: invalid policy; every request will be refused");
         }
         RetryAfterMiddleware {
             planner,

@@ -43,7 +43,7 @@ impl RedisStore {
             FailMode::Closed => Err(err),
             FailMode::Open => {
                 #[cfg(feature = "tracing")]
-                tracing::warn!(operation = what, error = %err, "reqwest-backpressure: redis unavailable, using local state");
+                tracing::warn!(target: "reqwest_backpressure::redis_store", operation = what, error = %err, "reqwest-backpressure: redis unavailable, using local state");
                 #[cfg(not(feature = "tracing"))]
                 let _ = what;
                 fallback().await

@@ -31,6 +31,7 @@ pub(super) fn log_decision(
     let source = state.hint_source().map_or("none", |s| s.code());
     match decision {
         Decision::Wait { until, delay, .. } => tracing::debug!(
+            target: "reqwest_backpressure::task",
             origin,
             status = response.status().as_u16(),
             hint = hint.kind(),
@@ -43,6 +44,7 @@ pub(super) fn log_decision(
             "reqwest-backpressure: retry planned"
         ),
         Decision::Stop(reason) => tracing::info!(
+            target: "reqwest_backpressure::task",
             origin,
             status = response.status().as_u16(),
             hint = hint.kind(),

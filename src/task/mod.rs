@@ -350,6 +350,7 @@ impl<'a, S: Store> Task<'a, S> {
         #[cfg(feature = "tracing")]
         if !matches!(result, Some(Ok(_))) {
             tracing::warn!(
+                target: "reqwest_backpressure::task",
                 origin,
                 "reqwest-backpressure: could not record an answer in the store"
             );
