@@ -48,6 +48,11 @@
 //!   another header value, a path or a query string.
 //! - `redis` (opt-in): `store::RedisStore`, which shares key leases, origin
 //!   gates, pacing and the retry budget between processes through Redis.
+//! - `metrics` (opt-in): [`metrics::MetricsObserver`], an [`observe::Observer`]
+//!   that counts resends, stops and gate closures, and measures waits and
+//!   waiting tasks, through the `metrics` facade.
+//! - `reqwest-tracing` (opt-in): `ResendCountSpanBackend`, reqwest-tracing's
+//!   default span plus OpenTelemetry's `http.request.resend_count`.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(
     missing_docs,
@@ -60,6 +65,9 @@
 pub mod budget;
 mod error;
 mod extensions;
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+pub mod metrics;
 mod middleware;
 pub mod observe;
 pub mod origin;
@@ -69,6 +77,8 @@ mod ratelimit;
 #[cfg(feature = "redis")]
 mod redis_store;
 mod retry_after;
+#[cfg(feature = "reqwest-tracing")]
+mod span_backend;
 pub mod store;
 mod task;
 mod util;
@@ -84,4 +94,7 @@ pub use retry_after::{
     Hint, InvalidReason, InvalidRetryAfter, MAX_RETRY_AFTER_LEN, RetryAfter, parse_retry_after,
     server_date,
 };
+#[cfg(feature = "reqwest-tracing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "reqwest-tracing")))]
+pub use span_backend::{HTTP_REQUEST_RESEND_COUNT, ResendCountSpanBackend};
 pub use store::{MemoryStore, Store};
