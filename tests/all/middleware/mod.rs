@@ -17,5 +17,6 @@ mod errors;
 mod gate;
 mod http_date;
 mod idempotency;
+mod observe;
 mod retry;
 mod support;
