@@ -17,6 +17,8 @@ mod errors;
 mod gate;
 mod http_date;
 mod idempotency;
+#[cfg(feature = "metrics")]
+mod metrics;
 mod observe;
 mod retry;
 mod support;
