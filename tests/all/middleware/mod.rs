@@ -12,6 +12,10 @@
 
 mod body;
 mod budget;
+#[cfg(any(feature = "tracing", feature = "reqwest-tracing"))]
+mod capture;
+#[cfg(any(feature = "tracing", feature = "metrics"))]
+mod clean_logs;
 mod deadline;
 mod errors;
 mod gate;
@@ -21,4 +25,6 @@ mod idempotency;
 mod metrics;
 mod observe;
 mod retry;
+#[cfg(feature = "reqwest-tracing")]
+mod spans;
 mod support;
