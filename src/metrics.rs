@@ -1,4 +1,4 @@
-//! Metrics through the [`metrics`](::metrics) facade (feature `metrics`).
+//! Metrics through the `metrics` facade (feature `metrics`).
 //!
 //! Why the facade? A service already runs an exporter (Prometheus,
 //! OpenTelemetry, StatsD) behind `metrics`: [`MetricsObserver`] only emits,

@@ -8,7 +8,7 @@
 //!
 //! Every method defaults to doing nothing, so an observer implements only
 //! what it uses. Two observers combine as a tuple, `(a, b)`: each event goes
-//! to `a`, then to `b` (so [`MetricsObserver`](crate::metrics::MetricsObserver),
+//! to `a`, then to `b` (so `metrics::MetricsObserver`,
 //! feature `metrics`, sits beside your own). An `Arc<O>` is an observer too,
 //! so you can keep a handle to read what yours collected.
 //!
