@@ -158,10 +158,8 @@ mod tests {
             ("http://127.0.0.1:1", ["http", "127.0.0.1", "1"]),
         ];
         for (origin, want) in cases {
-            let got: Vec<(&str, &str)> = origin_labels(origin)
-                .iter()
-                .map(|l| (l.key(), l.value()))
-                .collect();
+            let labels = origin_labels(origin);
+            let got: Vec<(&str, &str)> = labels.iter().map(|l| (l.key(), l.value())).collect();
             assert_eq!(
                 got,
                 vec![
