@@ -202,6 +202,7 @@ impl OriginState {
 
     /// Last time a task touched this origin (for expiring idle entries).
     #[must_use]
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))] // the Redis store's
     pub(crate) fn last_seen(&self) -> Duration {
         self.last_seen
     }
@@ -496,6 +497,7 @@ impl OriginState {
     /// its gate and queue are over, plus the idle time after which an
     /// origin is forgotten.
     #[must_use]
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))] // the Redis store's
     pub(crate) fn keep_for(&self, now: Duration, idle: Duration) -> Duration {
         self.gate_until
             .max(self.next_slot)

@@ -251,6 +251,7 @@ where
 }
 
 /// The socket-less terminal alone, to end a chain of your own.
+#[cfg_attr(not(feature = "reqwest-tracing"), allow(dead_code))]
 pub(super) fn offline_terminal<F>(script: F) -> (Offline<F>, Arrivals)
 where
     F: Fn(&str, usize) -> Answer + Send + Sync + 'static,
