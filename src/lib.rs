@@ -42,12 +42,52 @@
 //!
 //! # Features
 //!
-//! - `tracing` (default): one `tracing` event per retry decision. Events
-//!   carry the origin (`scheme://host:port`), status, attempt, decision and
-//!   code, and the `Retry-After` value truncated to 64 characters; never
-//!   another header value, a path or a query string.
+//! - `tracing` (default): one `tracing` event per retry decision (see
+//!   [Tracing events](#tracing-events)).
 //! - `redis` (opt-in): `store::RedisStore`, which shares key leases, origin
 //!   gates, pacing and the retry budget between processes through Redis.
+//! - `metrics` (opt-in): `metrics::MetricsObserver`, an [`observe::Observer`]
+//!   that counts resends, stops and gate closures, and measures waits and
+//!   waiting tasks, through the `metrics` facade.
+//! - `reqwest-tracing` (opt-in): `ResendCountSpanBackend`, reqwest-tracing's
+//!   default span plus OpenTelemetry's `http.request.resend_count`.
+//!
+//! # Tracing events
+//!
+//! With feature `tracing`, these events are an interface: their level,
+//! target, message and field names change only with a minor version (a
+//! test pins them). Filter them with `RUST_LOG=reqwest_backpressure=debug`.
+//! They carry the origin (`scheme://host:port`), never a path, a query
+//! string, user info, an idempotency key or a header value other than
+//! `Retry-After` (a test sends all of these and looks for them).
+//!
+//! | level | target | message | fields |
+//! |---|---|---|---|
+//! | `DEBUG` | `reqwest_backpressure::task` | `reqwest-backpressure: retry planned` | `origin`, `status`, `hint`, `source`, `retry_after`, `attempt`, `decision` (`"wait"`), `delay_ms`, `wait_ms` |
+//! | `INFO` | `reqwest_backpressure::task` | `reqwest-backpressure: not retrying` | `origin`, `status`, `hint`, `source`, `retry_after`, `attempt`, `decision` (`"stop"`), `code` |
+//! | `WARN` | `reqwest_backpressure::task` | `reqwest-backpressure: could not record an answer in the store` | `origin` |
+//! | `WARN` | `reqwest_backpressure::redis_store` | `reqwest-backpressure: redis unavailable, using local state` | `operation`, `error` |
+//! | `ERROR` | `reqwest_backpressure::middleware` | `reqwest-backpressure: invalid policy; every request will be refused` | `error` |
+//!
+//! The fields:
+//!
+//! - `origin`: the origin that answered (after a redirect, the target's).
+//! - `status`: the answer's status code.
+//! - `hint`: what `Retry-After` said: `delay`, `date`, `invalid` or
+//!   `missing` ([`Hint::kind`]).
+//! - `source`: where the task's wait came from ([`HintSource::code`]:
+//!   `retry_after`, `ratelimit`, `fallback`), or `none`.
+//! - `retry_after`: the raw `Retry-After` value, truncated to 64
+//!   characters (empty when absent).
+//! - `attempt`: the attempt that was answered (1-based).
+//! - `decision`: `wait` or `stop`.
+//! - `delay_ms`: the planned delay, jitter included; `wait_ms`: how long
+//!   from now the retry may leave (the later of the delay and a time
+//!   already planned).
+//! - `code`: the stop code ([`StopReason::code`]).
+//! - `operation`: the Redis store operation that failed (`acquire`,
+//!   `admit`, `gate`, `record`, `withdraw_retry`); `error`: the Redis
+//!   client's error, or the policy's [`InvalidPolicy`] message.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(
     missing_docs,
@@ -60,6 +100,9 @@
 pub mod budget;
 mod error;
 mod extensions;
+#[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
+pub mod metrics;
 mod middleware;
 pub mod observe;
 pub mod origin;
@@ -69,6 +112,8 @@ mod ratelimit;
 #[cfg(feature = "redis")]
 mod redis_store;
 mod retry_after;
+#[cfg(feature = "reqwest-tracing")]
+mod span_backend;
 pub mod store;
 mod task;
 mod util;
@@ -84,4 +129,7 @@ pub use retry_after::{
     Hint, InvalidReason, InvalidRetryAfter, MAX_RETRY_AFTER_LEN, RetryAfter, parse_retry_after,
     server_date,
 };
+#[cfg(feature = "reqwest-tracing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "reqwest-tracing")))]
+pub use span_backend::{HTTP_REQUEST_RESEND_COUNT, ResendCountSpanBackend};
 pub use store::{MemoryStore, Store};

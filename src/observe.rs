@@ -7,7 +7,15 @@
 //! lives them.
 //!
 //! Every method defaults to doing nothing, so an observer implements only
-//! what it uses. An event carries the origin (`scheme://host:port`), never
+//! what it uses. Two observers combine as a tuple, `(a, b)`: each event goes
+//! to `a`, then to `b` (so `metrics::MetricsObserver`,
+//! feature `metrics`, sits beside your own). An `Arc<O>` is an observer too,
+//! so you can keep a handle to read what yours collected.
+//!
+//! Each [`on_wait`](Observer::on_wait) is followed by exactly one
+//! [`on_wait_end`](Observer::on_wait_end) for the same task and origin: when
+//! its time comes, or when the task's future is dropped while it waits. The
+//! number of tasks waiting for an origin is the difference of the two. An event carries the origin (`scheme://host:port`), never
 //! a path, a query string, a header value or an idempotency key. With no
 //! observer attached, nothing is built.
 //!
@@ -89,6 +97,19 @@ pub struct Wait<'a> {
     pub until_wall: SystemTime,
 }
 
+/// A task's wait ends: its time came, or the task was dropped while it
+/// waited. Follows each [`Wait`] exactly once.
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct WaitEnd<'a> {
+    /// The origin of the [`Wait`] it ends.
+    pub origin: &'a str,
+    /// The reason of the [`Wait`] it ends.
+    pub reason: WaitReason,
+    /// The task's future was dropped before the wait's time came.
+    pub dropped: bool,
+}
+
 /// An attempt leaves.
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
@@ -146,6 +167,11 @@ pub trait Observer: std::marker::Send + Sync + 'static {
         let _ = wait;
     }
 
+    /// A wait ends (once per [`on_wait`](Self::on_wait)).
+    fn on_wait_end(&self, end: &WaitEnd<'_>) {
+        let _ = end;
+    }
+
     /// An attempt leaves.
     fn on_send(&self, send: &Send<'_>) {
         let _ = send;
@@ -164,6 +190,66 @@ pub trait Observer: std::marker::Send + Sync + 'static {
     /// An origin's gate reopens.
     fn on_gate_reopened(&self, gate: &GateReopened<'_>) {
         let _ = gate;
+    }
+}
+
+/// Both observers, `.0` first, then `.1`.
+impl<A: Observer, B: Observer> Observer for (A, B) {
+    fn on_wait(&self, wait: &Wait<'_>) {
+        self.0.on_wait(wait);
+        self.1.on_wait(wait);
+    }
+
+    fn on_wait_end(&self, end: &WaitEnd<'_>) {
+        self.0.on_wait_end(end);
+        self.1.on_wait_end(end);
+    }
+
+    fn on_send(&self, send: &Send<'_>) {
+        self.0.on_send(send);
+        self.1.on_send(send);
+    }
+
+    fn on_stop(&self, stop: &Stop<'_>) {
+        self.0.on_stop(stop);
+        self.1.on_stop(stop);
+    }
+
+    fn on_gate_closed(&self, gate: &GateClosed<'_>) {
+        self.0.on_gate_closed(gate);
+        self.1.on_gate_closed(gate);
+    }
+
+    fn on_gate_reopened(&self, gate: &GateReopened<'_>) {
+        self.0.on_gate_reopened(gate);
+        self.1.on_gate_reopened(gate);
+    }
+}
+
+/// A shared observer: keep one handle, give the middleware the other.
+impl<O: Observer + ?Sized> Observer for std::sync::Arc<O> {
+    fn on_wait(&self, wait: &Wait<'_>) {
+        (**self).on_wait(wait);
+    }
+
+    fn on_wait_end(&self, end: &WaitEnd<'_>) {
+        (**self).on_wait_end(end);
+    }
+
+    fn on_send(&self, send: &Send<'_>) {
+        (**self).on_send(send);
+    }
+
+    fn on_stop(&self, stop: &Stop<'_>) {
+        (**self).on_stop(stop);
+    }
+
+    fn on_gate_closed(&self, gate: &GateClosed<'_>) {
+        (**self).on_gate_closed(gate);
+    }
+
+    fn on_gate_reopened(&self, gate: &GateReopened<'_>) {
+        (**self).on_gate_reopened(gate);
     }
 }
 

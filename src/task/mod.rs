@@ -43,6 +43,30 @@ pub(crate) struct Task<'a, S> {
     retry_at: Option<SystemTime>,
     /// The last pushback, returned if the task stops before its retry.
     last: Option<Response>,
+    /// The origin and reason of the wait the observer was told of and not
+    /// yet told the end of (only with an observer).
+    pending_wait: Option<(String, WaitReason)>,
+}
+
+/// A task dropped while it waits still ends its wait for the observer.
+impl<S> Drop for Task<'_, S> {
+    fn drop(&mut self) {
+        self.end_wait(true);
+    }
+}
+
+impl<S> Task<'_, S> {
+    /// Tells the observer that the wait it was told of ended (`dropped`:
+    /// the task's future was dropped during it).
+    fn end_wait(&mut self, dropped: bool) {
+        if let (Some(o), Some((origin, reason))) = (self.observer, self.pending_wait.take()) {
+            o.on_wait_end(&observe::WaitEnd {
+                origin: &origin,
+                reason,
+                dropped,
+            });
+        }
+    }
 }
 
 impl<'a, S: Store> Task<'a, S> {
@@ -61,6 +85,7 @@ impl<'a, S: Store> Task<'a, S> {
             state: TaskState::new(deadline),
             retry_at: None,
             last: None,
+            pending_wait: None,
         }
     }
 
@@ -126,7 +151,10 @@ impl<'a, S: Store> Task<'a, S> {
             let response = self.send(this, extensions, next.clone()).await?;
             match self.answer(response, attempt, contract).await {
                 Ok(done) => return done,
-                Err(until) => tokio::time::sleep_until(until).await,
+                Err(until) => {
+                    tokio::time::sleep_until(until).await;
+                    self.end_wait(false);
+                }
             }
         }
     }
@@ -215,7 +243,10 @@ impl<'a, S: Store> Task<'a, S> {
         match decision {
             Decision::Stop(reason) => Ok(self.finish(response, Some(reason))),
             Decision::Wait { until, source, .. } => {
-                self.waiting(&answered, WaitReason::Retry(source), until - now);
+                // Owned: the wait outlives this borrow of the task (a
+                // pushback's cost, not the success path's).
+                let answered = answered.into_owned();
+                self.waiting(Some(&answered), WaitReason::Retry(source), until - now);
                 // Keep the pushed-back response: if the retry cannot be
                 // sent after all, the caller gets what the server said.
                 self.last = Some(response);
@@ -305,17 +336,18 @@ impl<'a, S: Store> Task<'a, S> {
                     });
                 }
                 Admission::GateClosed(d) => {
-                    self.waiting(&self.origin, WaitReason::Gate, d);
+                    self.waiting(None, WaitReason::Gate, d);
                     d
                 }
                 Admission::SlotReserved(d) => {
-                    self.waiting(&self.origin, WaitReason::Pace, d);
+                    self.waiting(None, WaitReason::Pace, d);
                     d
                 }
             };
             // Measured from after the store's answer, never early.
             let slept = Instant::now();
             tokio::time::sleep(wait).await;
+            self.end_wait(false);
             self.state.add_wait(slept.elapsed());
             if let Admission::SlotReserved(_) = admission {
                 // A probe rejected while we slept closed the gate again:
@@ -378,19 +410,24 @@ impl<'a, S: Store> Task<'a, S> {
         }
     }
 
-    /// Tells the observer that the task waits `d` for `reason`.
-    fn waiting(&self, origin: &str, reason: WaitReason, d: std::time::Duration) {
-        if let Some(o) = self.observer {
-            let now = Instant::now();
-            o.on_wait(&observe::Wait {
-                origin,
-                attempt: self.state.attempts() + 1,
-                reason,
-                duration: d,
-                until: now.checked_add(d).unwrap_or(now),
-                until_wall: wall_in(d),
-            });
-        }
+    /// Tells the observer that the task waits `d` for `reason`, for the
+    /// origin that `answered` (or, without one, its own).
+    fn waiting(&mut self, answered: Option<&str>, reason: WaitReason, d: std::time::Duration) {
+        let Some(o) = self.observer else {
+            return;
+        };
+        let origin = answered.unwrap_or(&self.origin);
+        let now = Instant::now();
+        o.on_wait(&observe::Wait {
+            origin,
+            attempt: self.state.attempts() + 1,
+            reason,
+            duration: d,
+            until: now.checked_add(d).unwrap_or(now),
+            until_wall: wall_in(d),
+        });
+        let origin = origin.to_owned();
+        self.pending_wait = Some((origin, reason));
     }
 
     /// Tells the observer that the task stopped with `code`.

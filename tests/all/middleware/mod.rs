@@ -12,10 +12,19 @@
 
 mod body;
 mod budget;
+#[cfg(any(feature = "tracing", feature = "reqwest-tracing"))]
+mod capture;
+#[cfg(any(feature = "tracing", feature = "metrics"))]
+mod clean_logs;
 mod deadline;
 mod errors;
 mod gate;
 mod http_date;
 mod idempotency;
+#[cfg(feature = "metrics")]
+mod metrics;
+mod observe;
 mod retry;
+#[cfg(feature = "reqwest-tracing")]
+mod spans;
 mod support;

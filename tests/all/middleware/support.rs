@@ -250,6 +250,20 @@ where
     (client, arrivals)
 }
 
+/// The socket-less terminal alone, to end a chain of your own.
+#[cfg_attr(not(feature = "reqwest-tracing"), allow(dead_code))]
+pub(super) fn offline_terminal<F>(script: F) -> (Offline<F>, Arrivals)
+where
+    F: Fn(&str, usize) -> Answer + Send + Sync + 'static,
+{
+    let arrivals = Arrivals::default();
+    let terminal = Offline {
+        arrivals: arrivals.clone(),
+        script,
+    };
+    (terminal, arrivals)
+}
+
 /// [`offline_with`] our middleware with `policy`.
 pub(super) fn offline<F>(policy: Policy, script: F) -> (ClientWithMiddleware, Arrivals)
 where
