@@ -7,7 +7,8 @@ use std::time::Duration;
 use reqwest::Response;
 use reqwest_backpressure::{Policy, RetryAfterMiddleware, RetryReport, Store};
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
-use wiremock::{Match, Mock, Request, Respond, ResponseTemplate};
+use wiremock::matchers::any;
+use wiremock::{Match, Mock, MockServer, Request, Respond, ResponseTemplate};
 
 use crate::server::Arrivals;
 
@@ -64,6 +65,17 @@ pub(crate) fn steps(
 ) -> impl Fn(&str, usize) -> ResponseTemplate + Send + Sync + 'static {
     assert!(!steps.is_empty());
     move |_, i| steps[i.min(steps.len() - 1)].clone()
+}
+
+/// A server answering each path's `i`-th request with `script(path, i)`.
+pub(crate) async fn scripted<F>(script: F) -> (MockServer, Arrivals)
+where
+    F: Fn(&str, usize) -> ResponseTemplate + Send + Sync + 'static,
+{
+    let server = MockServer::start().await;
+    let (mock, arrivals) = recording(any(), script);
+    mock.mount(&server).await;
+    (server, arrivals)
 }
 
 // ------------------------------------------------------------ clients
