@@ -73,6 +73,24 @@ pub(super) fn retry_after(secs: u64) -> ResponseTemplate {
     ResponseTemplate::new(429).insert_header("retry-after", secs.to_string())
 }
 
+/// A script answering each path's first request with `Retry-After: 1`,
+/// and every later one with `200`.
+pub(super) fn retry_after_1_then_ok(_: &str, i: usize) -> ResponseTemplate {
+    match i {
+        0 => retry_after(1),
+        _ => ResponseTemplate::new(200),
+    }
+}
+
+/// A POST of `url` carrying the idempotency key `key`.
+pub(super) fn post_keyed(
+    client: &ClientWithMiddleware,
+    url: impl reqwest::IntoUrl,
+    key: &str,
+) -> reqwest_middleware::RequestBuilder {
+    client.post(url).with_extension(IdempotencyKey::new(key))
+}
+
 /// `http://127.0.0.1:port`, as the middleware names an origin.
 pub(super) fn origin(server: &MockServer) -> String {
     let a = server.address();
