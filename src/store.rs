@@ -350,22 +350,20 @@ impl Store for MemoryStore {
 mod tests {
     use super::*;
 
+    /// The lease on `key` for `ttl`, if `store` grants one.
+    async fn lease(store: &MemoryStore, key: &str, ttl: Duration) -> Option<LeaseToken> {
+        store.acquire(key, ttl).await.ok().flatten()
+    }
+
     #[tokio::test]
     async fn one_lease_per_key_and_release_frees_it() {
         let store = MemoryStore::new();
-        let a = store
-            .acquire("k", Duration::from_secs(5))
-            .await
-            .ok()
-            .flatten();
+        let a = lease(&store, "k", Duration::from_secs(5)).await;
         assert!(a.is_some());
         assert_eq!(store.acquire("k", Duration::from_secs(5)).await, Ok(None));
         assert!(
-            store
-                .acquire("other", Duration::from_secs(5))
+            lease(&store, "other", Duration::from_secs(5))
                 .await
-                .ok()
-                .flatten()
                 .is_some()
         );
         assert_eq!(store.active_keys(), 2);
@@ -400,14 +398,7 @@ mod tests {
         let first = store.acquire("k", Duration::from_secs(1)).await;
         assert!(first.ok().flatten().is_some());
         tokio::time::advance(Duration::from_secs(2)).await;
-        assert!(
-            store
-                .acquire("k", Duration::from_secs(1))
-                .await
-                .ok()
-                .flatten()
-                .is_some()
-        );
+        assert!(lease(&store, "k", Duration::from_secs(1)).await.is_some());
         assert_eq!(store.active_keys(), 1);
     }
 }

@@ -4,108 +4,45 @@
 //! answers `Retry-After: 0` inside a closed window (as Flask-Limiter and
 //! tower-governor do). Arrival times are taken on the server's side.
 
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use reqwest::Response;
-use reqwest_backpressure::{Policy, RateLimitHeaders, RetryAfterMiddleware, RetryReport};
-use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
+use reqwest_backpressure::{Policy, RateLimitHeaders};
+use wiremock::ResponseTemplate;
 
+use crate::common::{client, exact, report, scripted};
 use crate::server::{LimitedServer, Shape};
-use wiremock::matchers::any;
-use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
-
-/// Answers with `script(i, now)` for the `i`-th request, noting arrivals.
-struct Scripted<F> {
-    seen: Arc<Mutex<Vec<Instant>>>,
-    script: F,
-}
-
-impl<F> Respond for Scripted<F>
-where
-    F: Fn(usize) -> ResponseTemplate + Send + Sync,
-{
-    fn respond(&self, _: &Request) -> ResponseTemplate {
-        let i = {
-            let mut seen = self.seen.lock().unwrap();
-            seen.push(Instant::now());
-            seen.len() - 1
-        };
-        (self.script)(i)
-    }
-}
-
-async fn serve<F>(script: F) -> (MockServer, Arc<Mutex<Vec<Instant>>>)
-where
-    F: Fn(usize) -> ResponseTemplate + Send + Sync + 'static,
-{
-    let server = MockServer::start().await;
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    Mock::given(any())
-        .respond_with(Scripted {
-            seen: seen.clone(),
-            script,
-        })
-        .mount(&server)
-        .await;
-    (server, seen)
-}
-
-fn client(policy: Policy) -> ClientWithMiddleware {
-    let http = reqwest::Client::builder().no_proxy().build().unwrap();
-    ClientBuilder::new(http)
-        .with(RetryAfterMiddleware::new(policy.jitter(Duration::ZERO)))
-        .build()
-}
-
-fn report(r: &Response) -> RetryReport {
-    *r.extensions().get::<RetryReport>().unwrap()
-}
-
-fn gap(seen: &Arc<Mutex<Vec<Instant>>>, a: usize, b: usize) -> Duration {
-    let seen = seen.lock().unwrap();
-    seen[b] - seen[a]
-}
 
 #[tokio::test]
 async fn a_429_with_only_a_ratelimit_reset_waits_for_it() {
-    let (server, seen) = serve(|i| match i {
+    let (server, seen) = scripted(|_, i| match i {
         0 => ResponseTemplate::new(429).insert_header("RateLimit", r#""x";r=0;t=2"#),
         _ => ResponseTemplate::new(200),
     })
     .await;
-    let resp = client(Policy::default())
-        .get(server.uri())
-        .send()
-        .await
-        .unwrap();
+    let resp = client(exact()).get(server.uri()).send().await.unwrap();
     assert_eq!(resp.status(), 200);
     let r = report(&resp);
     assert_eq!(r.attempts(), 2);
     assert_eq!(r.hint_source().map(|s| s.code()), Some("ratelimit"));
-    assert!(gap(&seen, 0, 1) >= Duration::from_millis(1950));
+    assert!(seen.first_gap() >= Duration::from_millis(1950));
 }
 
 #[tokio::test]
 async fn retry_after_wins_over_a_ratelimit_reset() {
-    let (server, seen) = serve(|i| match i {
+    let (server, seen) = scripted(|_, i| match i {
         0 => ResponseTemplate::new(429)
             .insert_header("Retry-After", "1")
             .insert_header("RateLimit", r#""x";r=0;t=4"#),
         _ => ResponseTemplate::new(200),
     })
     .await;
-    let resp = client(Policy::default())
-        .get(server.uri())
-        .send()
-        .await
-        .unwrap();
+    let resp = client(exact()).get(server.uri()).send().await.unwrap();
     assert_eq!(resp.status(), 200);
     assert_eq!(
         report(&resp).hint_source().map(|s| s.code()),
         Some("retry_after")
     );
-    let g = gap(&seen, 0, 1);
+    let g = seen.first_gap();
     assert!(g >= Duration::from_millis(950), "{g:?}");
     assert!(
         g < Duration::from_millis(3000),
@@ -123,7 +60,7 @@ fn epoch_in(d: Duration) -> String {
 
 #[tokio::test]
 async fn a_github_403_with_remaining_zero_is_retried_at_the_reset() {
-    let (server, seen) = serve(|i| match i {
+    let (server, seen) = scripted(|_, i| match i {
         0 => ResponseTemplate::new(403)
             .insert_header("x-ratelimit-remaining", "0")
             .insert_header(
@@ -134,7 +71,7 @@ async fn a_github_403_with_remaining_zero_is_retried_at_the_reset() {
     })
     .await;
     let sent = SystemTime::now();
-    let resp = client(Policy::default().rate_limit_headers(RateLimitHeaders::github()))
+    let resp = client(exact().rate_limit_headers(RateLimitHeaders::github()))
         .get(server.uri())
         .send()
         .await
@@ -142,14 +79,14 @@ async fn a_github_403_with_remaining_zero_is_retried_at_the_reset() {
     assert_eq!(resp.status(), 200);
     assert_eq!(report(&resp).attempts(), 2);
     // The reset is a whole epoch second 2–3 s after the first answer.
-    let g = gap(&seen, 0, 1);
+    let g = seen.first_gap();
     assert!(g >= Duration::from_millis(1900), "{g:?}");
     assert!(sent.elapsed().unwrap() >= Duration::from_secs(2));
 }
 
 #[tokio::test]
 async fn a_plain_403_is_never_retried() {
-    let (server, seen) = serve(|_| {
+    let (server, seen) = scripted(|_, _| {
         ResponseTemplate::new(403)
             .insert_header("x-ratelimit-remaining", "12")
             .insert_header(
@@ -158,47 +95,48 @@ async fn a_plain_403_is_never_retried() {
             )
     })
     .await;
-    let policy = Policy::default().rate_limit_headers(RateLimitHeaders::github());
+    let policy = exact().rate_limit_headers(RateLimitHeaders::github());
     let client = client(policy);
     let resp = client.get(server.uri()).send().await.unwrap();
     assert_eq!(resp.status(), 403);
     assert_eq!(report(&resp).stop_reason(), None);
     // Nor a 403 without any rate-limit header.
-    let (bare, bare_seen) = serve(|_| ResponseTemplate::new(403)).await;
+    let (bare, bare_seen) = scripted(|_, _| ResponseTemplate::new(403)).await;
     let resp = client.get(bare.uri()).send().await.unwrap();
     assert_eq!(resp.status(), 403);
-    assert_eq!(seen.lock().unwrap().len(), 1);
-    assert_eq!(bare_seen.lock().unwrap().len(), 1);
+    assert_eq!(seen.len(), 1);
+    assert_eq!(bare_seen.len(), 1);
 }
 
 #[tokio::test]
 async fn a_200_with_an_exhausted_quota_holds_the_next_request() {
-    let (server, seen) = serve(|i| match i {
+    let (server, seen) = scripted(|_, i| match i {
         0 => ResponseTemplate::new(200).insert_header("RateLimit", r#""burst";r=0;t=2"#),
         // The server would refuse anything sent within its window.
         1 => ResponseTemplate::new(200).insert_header("RateLimit", r#""burst";r=9;t=60"#),
         _ => ResponseTemplate::new(500),
     })
     .await;
-    let client = client(Policy::default());
+    let client = client(exact());
     let first = client.get(server.uri()).send().await.unwrap();
     assert_eq!(first.status(), 200);
     let second = client.get(server.uri()).send().await.unwrap();
     assert_eq!(second.status(), 200);
     assert_eq!(report(&second).attempts(), 1);
     assert!(report(&second).waited() >= Duration::from_millis(1900));
-    assert!(gap(&seen, 0, 1) >= Duration::from_millis(1950));
+    assert!(seen.first_gap() >= Duration::from_millis(1950));
 }
 
 #[tokio::test]
 async fn the_proactive_gate_can_be_turned_off() {
-    let (server, seen) =
-        serve(|_| ResponseTemplate::new(200).insert_header("RateLimit", r#""burst";r=0;t=2"#))
-            .await;
-    let client = client(Policy::default().proactive_gate(false));
+    let (server, seen) = scripted(|_, _| {
+        ResponseTemplate::new(200).insert_header("RateLimit", r#""burst";r=0;t=2"#)
+    })
+    .await;
+    let client = client(exact().proactive_gate(false));
     client.get(server.uri()).send().await.unwrap();
     client.get(server.uri()).send().await.unwrap();
-    assert!(gap(&seen, 0, 1) < Duration::from_millis(1000));
+    assert!(seen.first_gap() < Duration::from_millis(1000));
 }
 
 #[tokio::test]
@@ -208,10 +146,7 @@ async fn a_burst_against_retry_after_zero_in_a_closed_window_all_gets_through() 
     // closed window, as Flask-Limiter does.
     let server = LimitedServer::start(Shape::TruncatedZero, 20, "/").await;
     // Default policy (jitter on): 80 tasks.
-    let http = reqwest::Client::builder().no_proxy().build().unwrap();
-    let client = ClientBuilder::new(http)
-        .with(RetryAfterMiddleware::new(Policy::default()))
-        .build();
+    let client = client(Policy::default());
     let tasks = (0..80u32).map(|i| {
         let client = client.clone();
         let url = server.url.clone();
@@ -242,7 +177,7 @@ async fn a_burst_against_retry_after_zero_in_a_closed_window_all_gets_through() 
 async fn a_stated_quota_paces_concurrent_requests_before_any_429() {
     // 5 a second, stated on every answer (`RateLimit: ...; r=<left>; t=..`).
     let server = LimitedServer::start(Shape::RateLimitHeaders, 5, "/").await;
-    let client = client(Policy::default());
+    let client = client(exact());
     // One request learns the quota (4 left in this window) ...
     let first = client.get(&server.url).send().await.unwrap();
     assert_eq!(first.status(), 200);

@@ -3,41 +3,22 @@
 //! `retry_at` earlier than the server's time, binary idempotency keys, and
 //! jitter that turned a wait within the budgets into a stop.
 
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use http::HeaderValue;
-use reqwest::Response;
 use reqwest_backpressure::origin::PacingConfig;
 use reqwest_backpressure::planner::{Decision, Planner, Pushback, TaskState};
 use reqwest_backpressure::{
-    Deadline, Hint, IdempotencyKey, MemoryStore, Policy, RetryAfterMiddleware, RetryReport, Store,
+    Deadline, Hint, IdempotencyKey, MemoryStore, Policy, RetryAfterMiddleware, Store,
 };
-use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 use wiremock::matchers::path;
-use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+use wiremock::{Mock, MockServer, ResponseTemplate};
 
-/// Server-side arrival times of the requests a mock answered.
-#[derive(Clone, Default)]
-struct Seen(Arc<Mutex<Vec<Instant>>>);
-
-impl Seen {
-    fn all(&self) -> Vec<Instant> {
-        self.0.lock().unwrap().clone()
-    }
-
-    /// Waits until the server has seen `n` requests.
-    async fn wait_for(&self, n: usize) {
-        let give_up = Instant::now() + Duration::from_secs(10);
-        while self.all().len() < n {
-            assert!(
-                Instant::now() < give_up,
-                "the server never saw {n} requests"
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    }
-}
+use crate::common::{
+    client, client_with, exact, ok, our_code, our_error, recording, report, steps, stop_code,
+    too_many,
+};
+use crate::server::Arrivals;
 
 /// Waits until `store` holds the gate of `origin` closed.
 async fn wait_for_gate(store: &MemoryStore, origin: &str) {
@@ -48,66 +29,12 @@ async fn wait_for_gate(store: &MemoryStore, origin: &str) {
     }
 }
 
-/// Answers the `i`-th request with `steps[i]` (the last repeats), noting
-/// when each arrived.
-struct Steps {
-    seen: Seen,
-    steps: Vec<ResponseTemplate>,
-}
-
-impl Respond for Steps {
-    fn respond(&self, _: &Request) -> ResponseTemplate {
-        let mut seen = self.seen.0.lock().unwrap();
-        seen.push(Instant::now());
-        self.steps[(seen.len() - 1).min(self.steps.len() - 1)].clone()
-    }
-}
-
-async fn mount(server: &MockServer, at: &str, steps: Vec<ResponseTemplate>) -> Seen {
-    let seen = Seen::default();
-    Mock::given(path(at))
-        .respond_with(Steps {
-            seen: seen.clone(),
-            steps,
-        })
-        .mount(server)
-        .await;
-    seen
-}
-
-fn too_many(retry_after: &str) -> ResponseTemplate {
-    ResponseTemplate::new(429).insert_header("Retry-After", retry_after)
-}
-
-fn ok() -> ResponseTemplate {
-    ResponseTemplate::new(200)
-}
-
-fn client(policy: Policy) -> ClientWithMiddleware {
-    client_with(RetryAfterMiddleware::new(policy))
-}
-
-fn client_with<S: Store>(middleware: RetryAfterMiddleware<S>) -> ClientWithMiddleware {
-    let http = reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .expect("reqwest client");
-    ClientBuilder::new(http).with(middleware).build()
-}
-
-fn report(resp: &Response) -> RetryReport {
-    *resp.extensions().get::<RetryReport>().expect("a report")
-}
-
-fn our_error(err: &reqwest_middleware::Error) -> Option<&reqwest_backpressure::Error> {
-    match err {
-        reqwest_middleware::Error::Middleware(e) => e.downcast_ref(),
-        reqwest_middleware::Error::Reqwest(_) => None,
-    }
-}
-
-fn exact() -> Policy {
-    Policy::default().jitter(Duration::ZERO)
+/// Mounts `answers` (the last one repeats) at path `at` of `server`;
+/// returns the arrival log.
+async fn mount(server: &MockServer, at: &str, answers: Vec<ResponseTemplate>) -> Arrivals {
+    let (mock, arrivals) = recording(path(at), steps(answers));
+    mock.mount(server).await;
+    arrivals
 }
 
 // ------------------------------------------------------ 1. redirects ----
@@ -132,10 +59,7 @@ async fn a_redirected_pushback_closes_the_gate_of_the_origin_that_answered() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 429);
-    assert_eq!(
-        report(&resp).stop_reason().map(|r| r.code()),
-        Some("attempt_budget_exhausted")
-    );
+    assert_eq!(stop_code(&resp), Some("attempt_budget_exhausted"));
 
     // B's gate is closed for 2 s; A's is open.
     let (to_b, to_a) = tokio::join!(
@@ -224,10 +148,7 @@ async fn retry_at_is_never_earlier_than_the_servers_time() {
     let client = client(exact().max_wait(Duration::from_secs(2)));
     let before = SystemTime::now();
     let resp = client.get(server.uri()).send().await.unwrap();
-    assert_eq!(
-        report(&resp).stop_reason().map(|r| r.code()),
-        Some("wait_budget_exhausted")
-    );
+    assert_eq!(stop_code(&resp), Some("wait_budget_exhausted"));
 
     let err = client
         .get(server.uri())
@@ -293,11 +214,7 @@ async fn binary_idempotency_keys_are_refused_not_merged() {
             .send()
             .await
             .unwrap_err();
-        assert_eq!(
-            our_error(&err).map(reqwest_backpressure::Error::code),
-            Some("invalid_idempotency_key"),
-            "{raw:?}"
-        );
+        assert_eq!(our_code(&err), Some("invalid_idempotency_key"), "{raw:?}");
     }
     let err = client
         .post(server.uri())
@@ -305,10 +222,7 @@ async fn binary_idempotency_keys_are_refused_not_merged() {
         .send()
         .await
         .unwrap_err();
-    assert_eq!(
-        our_error(&err).map(reqwest_backpressure::Error::code),
-        Some("invalid_idempotency_key")
-    );
+    assert_eq!(our_code(&err), Some("invalid_idempotency_key"));
     assert!(seen.all().is_empty(), "nothing is sent with a bad key");
 }
 
@@ -333,10 +247,7 @@ async fn the_extension_and_the_header_name_one_key() {
     };
     let (first, second) = tokio::join!(running, second);
     assert_eq!(first.unwrap().status(), 200);
-    assert_eq!(
-        our_error(&second.unwrap_err()).map(reqwest_backpressure::Error::code),
-        Some("already_active")
-    );
+    assert_eq!(our_code(&second.unwrap_err()), Some("already_active"));
 }
 
 // --------------------------------------------------------- 6. jitter ----

@@ -4,8 +4,7 @@ use super::support::*;
 
 #[tokio::test]
 async fn streaming_body_is_sent_once_and_not_replayed() {
-    let server = MockServer::start().await;
-    mount_seq(&server, 1, vec![too_many("0"), ok()]).await;
+    let (server, _) = serve_seq(1, vec![too_many("0"), ok()]).await;
 
     let chunks: Vec<Result<&'static str, std::io::Error>> = vec![Ok("hello, "), Ok("world")];
     let body = reqwest::Body::wrap_stream(futures_util::stream::iter(chunks));
@@ -26,8 +25,7 @@ async fn streaming_body_is_sent_once_and_not_replayed() {
 
 #[tokio::test]
 async fn a_streaming_body_on_its_last_attempt_still_says_not_replayable() {
-    let server = MockServer::start().await;
-    mount_seq(&server, 1, vec![too_many("0")]).await;
+    let (server, _) = serve_seq(1, vec![too_many("0")]).await;
     let chunks: Vec<Result<&'static str, std::io::Error>> = vec![Ok("once")];
     let resp = client(exact().max_attempts(1))
         .put(server.uri())

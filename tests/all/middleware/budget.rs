@@ -5,14 +5,9 @@ use super::support::*;
 
 #[tokio::test]
 async fn persistent_429_stops_after_max_attempts() {
-    let server = MockServer::start().await;
-    mount_seq(&server, 3, vec![too_many("0")]).await;
+    let (server, _) = serve_seq(3, vec![too_many("0")]).await;
 
-    let resp = client(exact().max_attempts(3))
-        .get(server.uri())
-        .send()
-        .await
-        .unwrap();
+    let resp = get_once(&server, exact().max_attempts(3)).await;
 
     assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(stop_code(&resp), Some("attempt_budget_exhausted"));
@@ -22,14 +17,9 @@ async fn persistent_429_stops_after_max_attempts() {
 
 #[tokio::test]
 async fn max_attempts_one_sends_once() {
-    let server = MockServer::start().await;
-    mount_seq(&server, 1, vec![too_many("0")]).await;
+    let (server, _) = serve_seq(1, vec![too_many("0")]).await;
 
-    let resp = client(exact().max_attempts(1))
-        .get(server.uri())
-        .send()
-        .await
-        .unwrap();
+    let resp = get_once(&server, exact().max_attempts(1)).await;
 
     assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(stop_code(&resp), Some("attempt_budget_exhausted"));
@@ -39,11 +29,10 @@ async fn max_attempts_one_sends_once() {
 
 #[tokio::test]
 async fn retry_after_over_max_wait_stops_and_keeps_the_servers_time() {
-    let server = MockServer::start().await;
-    mount_seq(&server, 1, vec![too_many("3600"), ok()]).await;
+    let (server, _) = serve_seq(1, vec![too_many("3600"), ok()]).await;
 
     let before = SystemTime::now();
-    let resp = client(exact()).get(server.uri()).send().await.unwrap();
+    let resp = get_once(&server, exact()).await;
     let after = SystemTime::now();
 
     assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
@@ -81,15 +70,9 @@ async fn total_wait_over_max_total_wait_stops() {
 
 #[tokio::test]
 async fn thirty_digit_retry_after_is_an_enormous_delay_not_a_panic() {
-    let server = MockServer::start().await;
-    mount_seq(
-        &server,
-        1,
-        vec![too_many("123456789012345678901234567890"), ok()],
-    )
-    .await;
+    let (server, _) = serve_seq(1, vec![too_many("123456789012345678901234567890"), ok()]).await;
 
-    let resp = client(exact()).get(server.uri()).send().await.unwrap();
+    let resp = get_once(&server, exact()).await;
 
     assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(stop_code(&resp), Some("wait_budget_exhausted"));
@@ -100,10 +83,9 @@ async fn thirty_digit_retry_after_is_an_enormous_delay_not_a_panic() {
 #[tokio::test]
 async fn invalid_retry_after_is_never_guessed_at() {
     for value in ["1.5", "soon", "-1", "1e3"] {
-        let server = MockServer::start().await;
-        mount_seq(&server, 1, vec![too_many(value), ok()]).await;
+        let (server, _) = serve_seq(1, vec![too_many(value), ok()]).await;
 
-        let resp = client(exact()).get(server.uri()).send().await.unwrap();
+        let resp = get_once(&server, exact()).await;
 
         assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS, "{value}");
         assert_eq!(stop_code(&resp), Some("invalid_retry_after"), "{value}");
@@ -114,9 +96,7 @@ async fn invalid_retry_after_is_never_guessed_at() {
 
 #[tokio::test]
 async fn two_retry_after_field_lines_are_invalid() {
-    let server = MockServer::start().await;
-    mount_seq(
-        &server,
+    let (server, _) = serve_seq(
         1,
         vec![
             status(429)
@@ -127,7 +107,7 @@ async fn two_retry_after_field_lines_are_invalid() {
     )
     .await;
 
-    let resp = client(exact()).get(server.uri()).send().await.unwrap();
+    let resp = get_once(&server, exact()).await;
 
     assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(stop_code(&resp), Some("invalid_retry_after"));
@@ -136,8 +116,7 @@ async fn two_retry_after_field_lines_are_invalid() {
 
 #[tokio::test]
 async fn empty_retry_budget_stops_fallback_retries() {
-    let server = MockServer::start().await;
-    mount_seq(&server, 3, vec![status(429), ok(), status(429), ok()]).await;
+    let (server, _) = serve_seq(3, vec![status(429), ok(), status(429), ok()]).await;
     // Capacity of one retry, refilled only by 1% per first send.
     let policy = exact()
         .missing_retry_after(Fallback::Delay(Duration::from_millis(100)))
@@ -157,11 +136,10 @@ async fn empty_retry_budget_stops_fallback_retries() {
 
 #[tokio::test]
 async fn retries_at_the_servers_time_do_not_spend_the_budget() {
-    let server = MockServer::start().await;
-    mount_seq(&server, 3, vec![too_many("0"), too_many("0"), ok()]).await;
+    let (server, _) = serve_seq(3, vec![too_many("0"), too_many("0"), ok()]).await;
     let policy = exact().retry_budget(RetryBudget::new(0.01, 0.0));
 
-    let resp = client(policy).get(server.uri()).send().await.unwrap();
+    let resp = get_once(&server, policy).await;
 
     assert_eq!(resp.status(), StatusCode::OK);
     assert_eq!(report(&resp).attempts(), 3);

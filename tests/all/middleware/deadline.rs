@@ -5,8 +5,7 @@ use super::support::*;
 
 #[tokio::test]
 async fn retry_after_beyond_the_deadline_stops_at_once() {
-    let server = MockServer::start().await;
-    mount_seq(&server, 1, vec![too_many("2"), ok()]).await;
+    let (server, _) = serve_seq(1, vec![too_many("2"), ok()]).await;
 
     let start = Instant::now();
     let resp = client(exact())
@@ -25,12 +24,11 @@ async fn retry_after_beyond_the_deadline_stops_at_once() {
 
 #[tokio::test]
 async fn policy_default_deadline_applies_without_a_deadline_extension() {
-    let server = MockServer::start().await;
-    mount_seq(&server, 1, vec![too_many("2"), ok()]).await;
+    let (server, _) = serve_seq(1, vec![too_many("2"), ok()]).await;
 
     let start = Instant::now();
     let policy = exact().default_deadline(Duration::from_millis(1500));
-    let resp = client(policy).get(server.uri()).send().await.unwrap();
+    let resp = get_once(&server, policy).await;
     let took = start.elapsed();
 
     assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
@@ -41,8 +39,7 @@ async fn policy_default_deadline_applies_without_a_deadline_extension() {
 
 #[tokio::test]
 async fn deadline_in_the_past_sends_nothing() {
-    let server = MockServer::start().await;
-    mount_seq(&server, 0, vec![ok()]).await;
+    let (server, _) = serve_seq(0, vec![ok()]).await;
 
     let past = tokio::time::Instant::now()
         .checked_sub(Duration::from_secs(1))
@@ -83,8 +80,7 @@ async fn attempt_is_bounded_by_the_deadline_and_not_retried() {
 
 #[tokio::test]
 async fn a_request_timeout_is_trimmed_to_the_deadline() {
-    let server = MockServer::start().await;
-    mount_seq(&server, 1, vec![ok().set_delay(Duration::from_secs(3))]).await;
+    let (server, _) = serve_seq(1, vec![ok().set_delay(Duration::from_secs(3))]).await;
 
     let start = Instant::now();
     let err = client(exact())
@@ -108,8 +104,7 @@ async fn a_request_timeout_is_trimmed_to_the_deadline() {
 
 #[tokio::test]
 async fn the_clients_own_timeout_is_never_widened() {
-    let server = MockServer::start().await;
-    mount_seq(&server, 1, vec![ok().set_delay(Duration::from_secs(2))]).await;
+    let (server, _) = serve_seq(1, vec![ok().set_delay(Duration::from_secs(2))]).await;
     let http = reqwest::Client::builder()
         .no_proxy()
         .timeout(Duration::from_millis(300))
@@ -138,8 +133,7 @@ async fn the_clients_own_timeout_is_never_widened() {
 
 #[tokio::test]
 async fn unbounded_deadline_does_not_overflow() {
-    let server = MockServer::start().await;
-    mount_seq(&server, 2, vec![too_many("0"), ok()]).await;
+    let (server, _) = serve_seq(2, vec![too_many("0"), ok()]).await;
 
     let resp = client(exact())
         .get(server.uri())

@@ -22,15 +22,21 @@ impl Middleware for AttemptRecorder {
     }
 }
 
-#[tokio::test]
-async fn each_attempt_carries_its_number_for_later_middleware() {
-    let server = MockServer::start().await;
-    mount_seq(&server, 2, vec![too_many("0"), ok()]).await;
+/// Our middleware with `exact()`, then an [`AttemptRecorder`]; returns what
+/// it records.
+fn client_recording_attempts() -> (ClientWithMiddleware, Arc<Mutex<Vec<Attempt>>>) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let client = ClientBuilder::new(http_client())
         .with(RetryAfterMiddleware::new(exact()))
         .with(AttemptRecorder(seen.clone()))
         .build();
+    (client, seen)
+}
+
+#[tokio::test]
+async fn each_attempt_carries_its_number_for_later_middleware() {
+    let (server, _) = serve_seq(2, vec![too_many("0"), ok()]).await;
+    let (client, seen) = client_recording_attempts();
 
     let resp = client.get(server.uri()).send().await.unwrap();
 
@@ -49,8 +55,7 @@ async fn each_attempt_carries_its_number_for_later_middleware() {
 
 #[tokio::test]
 async fn invalid_policy_refuses_every_request_without_sending() {
-    let server = MockServer::start().await;
-    mount_seq(&server, 0, vec![ok()]).await;
+    let (server, _) = serve_seq(0, vec![ok()]).await;
     let client = client(Policy::default().max_attempts(0));
 
     let get = client.get(server.uri()).send().await.unwrap_err();
@@ -68,8 +73,7 @@ async fn invalid_policy_refuses_every_request_without_sending() {
 
 #[tokio::test]
 async fn key_that_is_not_a_header_value_is_refused_without_sending() {
-    let server = MockServer::start().await;
-    mount_seq(&server, 0, vec![ok()]).await;
+    let (server, _) = serve_seq(0, vec![ok()]).await;
 
     let err = client(exact())
         .post(server.uri())
@@ -95,11 +99,7 @@ async fn transport_error_is_returned_as_is_and_not_retried() {
         listener.local_addr().unwrap().port()
     };
 
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let client = ClientBuilder::new(http_client())
-        .with(RetryAfterMiddleware::new(exact()))
-        .with(AttemptRecorder(seen.clone()))
-        .build();
+    let (client, seen) = client_recording_attempts();
 
     let start = Instant::now();
     let err = client

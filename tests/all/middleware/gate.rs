@@ -5,8 +5,7 @@ use super::support::*;
 
 #[tokio::test]
 async fn gate_past_the_deadline_refuses_a_new_task_without_sending() {
-    let server = MockServer::start().await;
-    mount_seq(&server, 1, vec![too_many("2"), ok()]).await;
+    let (server, _) = serve_seq(1, vec![too_many("2"), ok()]).await;
     // max_attempts(1): the first task stops at once, but its Retry-After
     // closes the origin's gate for 2 s.
     let client = client(exact().max_attempts(1));
@@ -46,10 +45,7 @@ async fn gate_past_the_deadline_refuses_a_new_task_without_sending() {
 async fn queue_behind_a_reopened_gate_is_released_after_a_lone_probe() {
     let (client, arrivals) = offline(exact(), seq(vec![push_back(429, "1"), answer(200)]));
 
-    let first = tokio::spawn({
-        let client = client.clone();
-        async move { client.get(URL).send().await }
-    });
+    let first = spawn_get(&client, URL);
     arrivals.wait_for(1).await;
     // Queued at the closed gate.
     let second = client.get(URL).send().await.unwrap();
@@ -80,10 +76,7 @@ async fn time_at_the_gate_counts_toward_max_total_wait() {
         .missing_retry_after(Fallback::Stop);
     let (client, arrivals) = offline(policy, seq(vec![push_back(429, "2")]));
     // A is told to come back in 2 s, and stops on its own only later.
-    let a = tokio::spawn({
-        let client = client.clone();
-        async move { client.get(URL).send().await }
-    });
+    let a = spawn_get(&client, URL);
     // B starts once the server has answered A (not after a guessed sleep).
     arrivals.wait_for(1).await;
     // B waits at the gate (~2 s, its whole budget), is then told 2 s

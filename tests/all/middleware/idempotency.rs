@@ -7,8 +7,7 @@ use super::support::*;
 
 #[tokio::test]
 async fn post_without_key_is_not_retried() {
-    let server = MockServer::start().await;
-    mount_seq(&server, 1, vec![too_many("0"), ok()]).await;
+    let (server, _) = serve_seq(1, vec![too_many("0"), ok()]).await;
 
     let resp = client(exact()).post(server.uri()).send().await.unwrap();
 
@@ -23,8 +22,7 @@ async fn post_without_key_is_not_retried() {
 
 #[tokio::test]
 async fn post_with_key_is_retried_and_every_attempt_carries_the_header() {
-    let server = MockServer::start().await;
-    mount_seq(&server, 3, vec![too_many("0"), too_many("0"), ok()]).await;
+    let (server, _) = serve_seq(3, vec![too_many("0"), too_many("0"), ok()]).await;
 
     let resp = client(exact())
         .post(server.uri())
@@ -45,8 +43,7 @@ async fn post_with_key_is_retried_and_every_attempt_carries_the_header() {
 
 #[tokio::test]
 async fn post_with_caller_set_header_is_retried_with_the_header_unchanged() {
-    let server = MockServer::start().await;
-    mount_seq(&server, 2, vec![too_many("0"), ok()]).await;
+    let (server, _) = serve_seq(2, vec![too_many("0"), ok()]).await;
 
     let resp = client(exact())
         .post(server.uri())
@@ -66,8 +63,7 @@ async fn post_with_caller_set_header_is_retried_with_the_header_unchanged() {
 
 #[tokio::test]
 async fn extension_does_not_overwrite_a_caller_set_header() {
-    let server = MockServer::start().await;
-    mount_seq(&server, 2, vec![too_many("0"), ok()]).await;
+    let (server, _) = serve_seq(2, vec![too_many("0"), ok()]).await;
 
     let resp = client(exact())
         .post(server.uri())
@@ -90,16 +86,7 @@ async fn extension_does_not_overwrite_a_caller_set_header() {
 async fn second_send_with_an_active_key_fails_without_sending() {
     let (client, arrivals) = offline(exact(), seq(vec![push_back(429, "1"), answer(200)]));
 
-    let first = tokio::spawn({
-        let client = client.clone();
-        async move {
-            client
-                .post(URL)
-                .with_extension(IdempotencyKey::new("order-42"))
-                .send()
-                .await
-        }
-    });
+    let first = spawn_post_keyed(&client, URL, "order-42");
     arrivals.wait_for(1).await;
 
     let start = tokio::time::Instant::now();
@@ -133,17 +120,7 @@ async fn a_different_key_is_not_refused_and_waits_for_the_origin_gate() {
         _ => answer(200),
     });
 
-    let first = tokio::spawn({
-        let client = client.clone();
-        let url = format!("{URL}a");
-        async move {
-            client
-                .post(url)
-                .with_extension(IdempotencyKey::new("order-42"))
-                .send()
-                .await
-        }
-    });
+    let first = spawn_post_keyed(&client, format!("{URL}a"), "order-42");
     arrivals.wait_for(1).await;
 
     let resp = client
@@ -157,11 +134,7 @@ async fn a_different_key_is_not_refused_and_waits_for_the_origin_gate() {
     assert_eq!(report(&resp).attempts(), 1);
     // Same origin: held until the server's time, never earlier.
     let gap = arrivals.at("/b")[0] - arrivals.at("/a")[0];
-    assert!(gap >= Duration::from_secs(1), "sent {gap:?} after the 429");
-    assert!(
-        gap < Duration::from_secs(2) + MARGIN,
-        "sent {gap:?} after the 429"
-    );
+    assert_retried_within(gap, Duration::from_secs(1), Duration::from_secs(2) + MARGIN);
 
     let resp = first.await.unwrap().unwrap();
     assert_eq!(resp.status(), StatusCode::OK);
@@ -177,16 +150,7 @@ async fn another_origin_is_not_blocked_even_with_the_same_key() {
         _ => answer(200),
     });
 
-    let first = tokio::spawn({
-        let client = client.clone();
-        async move {
-            client
-                .post("http://busy.test/busy")
-                .with_extension(IdempotencyKey::new("order-42"))
-                .send()
-                .await
-        }
-    });
+    let first = spawn_post_keyed(&client, "http://busy.test/busy", "order-42");
     arrivals.wait_for(1).await;
 
     let start = tokio::time::Instant::now();
@@ -216,22 +180,10 @@ async fn another_origin_is_not_blocked_even_with_the_same_key() {
 #[tokio::test(start_paused = true)]
 async fn store_holds_the_key_only_while_the_task_runs() {
     let store = MemoryStore::new();
-    let (client, arrivals) = offline_with(
-        RetryAfterMiddleware::with_store(exact(), store.clone()),
-        seq(vec![push_back(429, "1"), answer(200)]),
-    );
+    let (client, arrivals) = offline_on(&store, seq(vec![push_back(429, "1"), answer(200)]));
     assert_eq!(store.active_keys(), 0);
 
-    let first = tokio::spawn({
-        let client = client.clone();
-        async move {
-            client
-                .post(URL)
-                .with_extension(IdempotencyKey::new("order-42"))
-                .send()
-                .await
-        }
-    });
+    let first = spawn_post_keyed(&client, URL, "order-42");
     arrivals.wait_for(1).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(
@@ -249,10 +201,7 @@ async fn store_holds_the_key_only_while_the_task_runs() {
 #[tokio::test(start_paused = true)]
 async fn dropping_the_future_mid_wait_frees_the_key() {
     let store = MemoryStore::new();
-    let (client, arrivals) = offline_with(
-        RetryAfterMiddleware::with_store(exact(), store.clone()),
-        seq(vec![push_back(429, "1"), answer(200)]),
-    );
+    let (client, arrivals) = offline_on(&store, seq(vec![push_back(429, "1"), answer(200)]));
 
     let send = client
         .post(URL)
@@ -273,11 +222,7 @@ async fn dropping_the_future_mid_wait_frees_the_key() {
     assert_eq!(report(&resp).attempts(), 1);
     // The cancelled task's Retry-After still holds its origin.
     let gap = arrivals.first_gap();
-    assert!(gap >= Duration::from_secs(1), "sent {gap:?} after the 429");
-    assert!(
-        gap < Duration::from_secs(1) + MARGIN,
-        "sent {gap:?} after the 429"
-    );
+    assert_retried_within(gap, Duration::from_secs(1), Duration::from_secs(1) + MARGIN);
     assert_eq!(store.active_keys(), 0);
     assert_eq!(arrivals.len(), 2);
 }
@@ -285,20 +230,8 @@ async fn dropping_the_future_mid_wait_frees_the_key() {
 #[tokio::test(start_paused = true)]
 async fn debug_output_never_shows_an_idempotency_key() {
     let store = MemoryStore::new();
-    let (client, arrivals) = offline_with(
-        RetryAfterMiddleware::with_store(exact(), store.clone()),
-        seq(vec![push_back(429, "1"), answer(200)]),
-    );
-    let waiting = tokio::spawn({
-        let client = client.clone();
-        async move {
-            client
-                .post(URL)
-                .with_extension(IdempotencyKey::new("sk_live_SECRET_42"))
-                .send()
-                .await
-        }
-    });
+    let (client, arrivals) = offline_on(&store, seq(vec![push_back(429, "1"), answer(200)]));
+    let waiting = spawn_post_keyed(&client, URL, "sk_live_SECRET_42");
     // Waiting on its Retry-After: the key is in the store.
     arrivals.wait_for(1).await;
     assert_eq!(store.active_keys(), 1);

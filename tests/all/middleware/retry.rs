@@ -5,18 +5,13 @@ use super::support::*;
 
 #[tokio::test]
 async fn retries_429_no_earlier_than_retry_after_seconds() {
-    let server = MockServer::start().await;
-    let arrivals = mount_seq(&server, 2, vec![too_many("1"), ok()]).await;
+    let (server, arrivals) = serve_seq(2, vec![too_many("1"), ok()]).await;
 
-    let resp = client(exact()).get(server.uri()).send().await.unwrap();
+    let resp = get_once(&server, exact()).await;
 
     assert_eq!(resp.status(), StatusCode::OK);
     let gap = arrivals.first_gap();
-    assert!(gap >= Duration::from_secs(1), "retried after {gap:?}");
-    assert!(
-        gap < Duration::from_secs(1) + MARGIN,
-        "retried after {gap:?}"
-    );
+    assert_retried_within(gap, Duration::from_secs(1), Duration::from_secs(1) + MARGIN);
     let r = report(&resp);
     assert_eq!(r.attempts(), 2);
     assert_eq!(r.stop_reason(), None);
@@ -26,10 +21,9 @@ async fn retries_429_no_earlier_than_retry_after_seconds() {
 
 #[tokio::test]
 async fn first_try_success_carries_a_report() {
-    let server = MockServer::start().await;
-    mount_seq(&server, 1, vec![ok()]).await;
+    let (server, _) = serve_seq(1, vec![ok()]).await;
 
-    let resp = client(exact()).get(server.uri()).send().await.unwrap();
+    let resp = get_once(&server, exact()).await;
 
     assert_eq!(resp.status(), StatusCode::OK);
     let r = report(&resp);
@@ -42,10 +36,9 @@ async fn first_try_success_carries_a_report() {
 
 #[tokio::test]
 async fn first_try_success_reports_no_wait() {
-    let server = MockServer::start().await;
-    mount_seq(&server, 1, vec![ok()]).await;
+    let (server, _) = serve_seq(1, vec![ok()]).await;
 
-    let resp = client(exact()).get(server.uri()).send().await.unwrap();
+    let resp = get_once(&server, exact()).await;
 
     assert_eq!(report(&resp).waited(), Duration::ZERO);
     server.verify().await;
@@ -53,22 +46,17 @@ async fn first_try_success_reports_no_wait() {
 
 #[tokio::test]
 async fn default_jitter_never_retries_before_the_servers_time() {
-    let server = MockServer::start().await;
-    let arrivals = mount_seq(&server, 2, vec![too_many("1"), ok()]).await;
+    let (server, arrivals) = serve_seq(2, vec![too_many("1"), ok()]).await;
 
-    let resp = client(Policy::default())
-        .get(server.uri())
-        .send()
-        .await
-        .unwrap();
+    let resp = get_once(&server, Policy::default()).await;
 
     assert_eq!(resp.status(), StatusCode::OK);
     let gap = arrivals.first_gap();
-    assert!(gap >= Duration::from_secs(1), "retried after {gap:?}");
     // default jitter is at most 250 ms
-    assert!(
-        gap < Duration::from_millis(1250) + MARGIN,
-        "retried after {gap:?}"
+    assert_retried_within(
+        gap,
+        Duration::from_secs(1),
+        Duration::from_millis(1250) + MARGIN,
     );
     assert_eq!(report(&resp).attempts(), 2);
     server.verify().await;
@@ -88,10 +76,9 @@ async fn retries_503_with_retry_after() {
 
 #[tokio::test]
 async fn does_not_retry_503_without_retry_after() {
-    let server = MockServer::start().await;
-    mount_seq(&server, 1, vec![status(503), ok()]).await;
+    let (server, _) = serve_seq(1, vec![status(503), ok()]).await;
 
-    let resp = client(exact()).get(server.uri()).send().await.unwrap();
+    let resp = get_once(&server, exact()).await;
 
     assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(stop_code(&resp), Some("missing_retry_after"));
@@ -108,22 +95,17 @@ async fn retries_429_without_retry_after_after_the_fallback_delay() {
 
     assert_eq!(resp.status(), StatusCode::OK);
     let gap = arrivals.first_gap();
-    assert!(gap >= Duration::from_secs(1), "retried after {gap:?}");
-    assert!(
-        gap < Duration::from_secs(1) + MARGIN,
-        "retried after {gap:?}"
-    );
+    assert_retried_within(gap, Duration::from_secs(1), Duration::from_secs(1) + MARGIN);
     assert_eq!(report(&resp).attempts(), 2);
     assert_eq!(arrivals.len(), 2);
 }
 
 #[tokio::test]
 async fn fallback_stop_does_not_retry_429_without_retry_after() {
-    let server = MockServer::start().await;
-    mount_seq(&server, 1, vec![status(429), ok()]).await;
+    let (server, _) = serve_seq(1, vec![status(429), ok()]).await;
 
     let policy = exact().missing_retry_after(Fallback::Stop);
-    let resp = client(policy).get(server.uri()).send().await.unwrap();
+    let resp = get_once(&server, policy).await;
 
     assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(stop_code(&resp), Some("missing_retry_after"));
@@ -132,16 +114,10 @@ async fn fallback_stop_does_not_retry_429_without_retry_after() {
 
 #[tokio::test]
 async fn a_status_not_configured_passes_through() {
-    let server = MockServer::start().await;
-    mount_seq(
-        &server,
-        1,
-        vec![status(503).insert_header("Retry-After", "0"), ok()],
-    )
-    .await;
+    let (server, _) = serve_seq(1, vec![status(503).insert_header("Retry-After", "0"), ok()]).await;
 
     let policy = exact().statuses([StatusCode::TOO_MANY_REQUESTS]);
-    let resp = client(policy).get(server.uri()).send().await.unwrap();
+    let resp = get_once(&server, policy).await;
 
     assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
     let r = report(&resp);

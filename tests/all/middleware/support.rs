@@ -2,7 +2,6 @@
 //! wiremock server (recording arrivals on the server's clock), the clients,
 //! and reading the `RetryReport` or error a call got back.
 
-pub(super) use std::sync::atomic::{AtomicUsize, Ordering};
 pub(super) use std::sync::{Arc, Mutex};
 pub(super) use std::time::{Duration, Instant, SystemTime};
 
@@ -10,35 +9,19 @@ pub(super) use http::Extensions;
 pub(super) use reqwest::{Request as HttpRequest, Response, ResponseBuilderExt, StatusCode};
 pub(super) use reqwest_backpressure::{
     Attempt, Deadline, Fallback, IdempotencyKey, MemoryStore, Policy, RetryAfterMiddleware,
-    RetryBudget, RetryReport, Store,
+    RetryBudget, Store,
 };
 pub(super) use reqwest_middleware::{ClientBuilder, ClientWithMiddleware, Middleware, Next};
 pub(super) use wiremock::matchers::any;
-pub(super) use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+pub(super) use wiremock::{MockServer, ResponseTemplate};
 
+pub(super) use crate::common::{
+    self, client, exact, http_client, ok, our_code, recording, report, status, stop_code, too_many,
+};
 pub(super) use crate::server::Arrivals;
 
 /// Slack added to upper time bounds: the box may be loaded.
 pub(super) const MARGIN: Duration = Duration::from_millis(1500);
-
-/// A responder that records each arrival (on the server's clock) and
-/// answers the `i`-th request (0-based) with `script(i)`.
-pub(super) struct Recorder<F> {
-    arrivals: Arrivals,
-    hits: AtomicUsize,
-    script: F,
-}
-
-impl<F> Respond for Recorder<F>
-where
-    F: Fn(usize) -> ResponseTemplate + Send + Sync,
-{
-    fn respond(&self, request: &Request) -> ResponseTemplate {
-        self.arrivals.record(request);
-        let i = self.hits.fetch_add(1, Ordering::SeqCst);
-        (self.script)(i)
-    }
-}
 
 /// Mounts `script` on every path of `server`, expecting exactly `expect`
 /// requests; returns the arrival log.
@@ -46,16 +29,8 @@ pub(super) async fn mount_fn<F>(server: &MockServer, expect: u64, script: F) -> 
 where
     F: Fn(usize) -> ResponseTemplate + Send + Sync + 'static,
 {
-    let arrivals = Arrivals::default();
-    Mock::given(any())
-        .respond_with(Recorder {
-            arrivals: arrivals.clone(),
-            hits: AtomicUsize::new(0),
-            script,
-        })
-        .expect(expect)
-        .mount(server)
-        .await;
+    let (mock, arrivals) = recording(any(), move |_, i| script(i));
+    mock.expect(expect).mount(server).await;
     arrivals
 }
 
@@ -65,65 +40,75 @@ pub(super) async fn mount_seq(
     expect: u64,
     steps: Vec<ResponseTemplate>,
 ) -> Arrivals {
-    assert!(!steps.is_empty());
-    mount_fn(server, expect, move |i| {
-        steps[i.min(steps.len() - 1)].clone()
+    let (mock, arrivals) = recording(any(), common::steps(steps));
+    mock.expect(expect).mount(server).await;
+    arrivals
+}
+
+/// A new server answering with `steps` (the last one repeats), expecting
+/// exactly `expect` requests; returns its arrival log too.
+pub(super) async fn serve_seq(expect: u64, steps: Vec<ResponseTemplate>) -> (MockServer, Arrivals) {
+    let server = MockServer::start().await;
+    let arrivals = mount_seq(&server, expect, steps).await;
+    (server, arrivals)
+}
+
+/// A new server answering the `i`-th request with `script(i)`, expecting
+/// exactly `expect` requests; returns its arrival log too.
+pub(super) async fn serve_fn<F>(expect: u64, script: F) -> (MockServer, Arrivals)
+where
+    F: Fn(usize) -> ResponseTemplate + Send + Sync + 'static,
+{
+    let server = MockServer::start().await;
+    let arrivals = mount_fn(&server, expect, script).await;
+    (server, arrivals)
+}
+
+/// One GET of `server` through a new client with `policy`.
+pub(super) async fn get_once(server: &MockServer, policy: Policy) -> Response {
+    client(policy).get(server.uri()).send().await.unwrap()
+}
+
+/// A `429` dated `server_now` by the server, whose `Retry-After` is the
+/// HTTP-date `retry_at`.
+pub(super) fn dated_429(server_now: SystemTime, retry_at: SystemTime) -> ResponseTemplate {
+    status(429)
+        .insert_header("Date", httpdate::fmt_http_date(server_now).as_str())
+        .insert_header("Retry-After", httpdate::fmt_http_date(retry_at).as_str())
+}
+
+/// The server saw the retry `gap` after the first try: no earlier than
+/// `at_least`, and before `below`.
+#[track_caller]
+pub(super) fn assert_retried_within(gap: Duration, at_least: Duration, below: Duration) {
+    assert!(gap >= at_least, "retried after {gap:?}");
+    assert!(gap < below, "retried after {gap:?}");
+}
+
+/// A POST of `url` carrying the idempotency key `key`, sent on a task of
+/// its own.
+pub(super) fn spawn_post_keyed(
+    client: &ClientWithMiddleware,
+    url: impl reqwest::IntoUrl + Send + 'static,
+    key: &'static str,
+) -> tokio::task::JoinHandle<reqwest_middleware::Result<Response>> {
+    let client = client.clone();
+    tokio::spawn(async move {
+        client
+            .post(url)
+            .with_extension(IdempotencyKey::new(key))
+            .send()
+            .await
     })
-    .await
 }
 
-pub(super) fn status(code: u16) -> ResponseTemplate {
-    ResponseTemplate::new(code)
-}
-
-pub(super) fn ok() -> ResponseTemplate {
-    status(200)
-}
-
-pub(super) fn too_many(retry_after: &str) -> ResponseTemplate {
-    status(429).insert_header("Retry-After", retry_after)
-}
-
-/// Policy without jitter: exact lower bounds.
-pub(super) fn exact() -> Policy {
-    Policy::default().jitter(Duration::ZERO)
-}
-
-/// A plain reqwest client that never goes through a proxy from the env.
-pub(super) fn http_client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .no_proxy()
-        .build()
-        .expect("reqwest client")
-}
-
-pub(super) fn client(policy: Policy) -> ClientWithMiddleware {
-    client_with(RetryAfterMiddleware::new(policy))
-}
-
-pub(super) fn client_with<S: Store>(middleware: RetryAfterMiddleware<S>) -> ClientWithMiddleware {
-    ClientBuilder::new(http_client()).with(middleware).build()
-}
-
-pub(super) fn report(resp: &Response) -> RetryReport {
-    *resp
-        .extensions()
-        .get::<RetryReport>()
-        .expect("every response carries a RetryReport")
-}
-
-pub(super) fn stop_code(resp: &Response) -> Option<&'static str> {
-    report(resp).stop_reason().map(|r| r.code())
-}
-
-/// The crate's own error code, if `err` is one of ours.
-pub(super) fn our_code(err: &reqwest_middleware::Error) -> Option<&'static str> {
-    match err {
-        reqwest_middleware::Error::Middleware(e) => e
-            .downcast_ref::<reqwest_backpressure::Error>()
-            .map(reqwest_backpressure::Error::code),
-        reqwest_middleware::Error::Reqwest(_) => None,
-    }
+/// A GET of `url` sent on a task of its own.
+pub(super) fn spawn_get(
+    client: &ClientWithMiddleware,
+    url: &'static str,
+) -> tokio::task::JoinHandle<reqwest_middleware::Result<Response>> {
+    let client = client.clone();
+    tokio::spawn(async move { client.get(url).send().await })
 }
 
 /// Values of the `Idempotency-Key` header (every field line) of each
@@ -270,6 +255,17 @@ where
     F: Fn(&str, usize) -> Answer + Send + Sync + 'static,
 {
     offline_with(RetryAfterMiddleware::new(policy), script)
+}
+
+/// [`offline_with`] our middleware with `exact()` on `store`.
+pub(super) fn offline_on<F>(store: &MemoryStore, script: F) -> (ClientWithMiddleware, Arrivals)
+where
+    F: Fn(&str, usize) -> Answer + Send + Sync + 'static,
+{
+    offline_with(
+        RetryAfterMiddleware::with_store(exact(), store.clone()),
+        script,
+    )
 }
 
 /// The origin the offline tests call (never resolved: nothing is sent).

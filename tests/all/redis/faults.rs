@@ -34,20 +34,12 @@ async fn fail_open_keeps_working_on_local_state_and_reconnects() {
         assert_eq!(arrivals.len(), 4, "each request sent exactly once");
 
         // Leases still hold within this process.
-        let (wait_server, wait_arrivals) = scripted(|_, i| match i {
-            0 => retry_after(1),
-            _ => ResponseTemplate::new(200),
-        })
-        .await;
+        let (wait_server, wait_arrivals) = scripted(retry_after_1_then_ok).await;
         let holder = tokio::spawn(
-            c.post(format!("{}/local", wait_server.uri()))
-                .with_extension(IdempotencyKey::new("local-key"))
-                .send(),
+            post_keyed(&c, format!("{}/local", wait_server.uri()), "local-key").send(),
         );
         wait_arrivals.wait_for(1).await;
-        let dup = c
-            .post(format!("{}/local", wait_server.uri()))
-            .with_extension(IdempotencyKey::new("local-key"))
+        let dup = post_keyed(&c, format!("{}/local", wait_server.uri()), "local-key")
             .send()
             .await;
         assert_eq!(code(&dup), "already_active", "local lease while down");
@@ -75,24 +67,15 @@ async fn fail_open_keeps_working_on_local_state_and_reconnects() {
 
         // Shared state works again: a waiting task's lease is in Redis and
         // another process's store refuses the key.
-        let (back_server, back_arrivals) = scripted(|_, i| match i {
-            0 => retry_after(1),
-            _ => ResponseTemplate::new(200),
-        })
-        .await;
+        let (back_server, back_arrivals) = scripted(retry_after_1_then_ok).await;
         let before = keys(&mut conn, &format!("{prefix}lease:*")).len();
-        let waiting = tokio::spawn(
-            c.post(format!("{}/back", back_server.uri()))
-                .with_extension(IdempotencyKey::new("back-key"))
-                .send(),
-        );
+        let waiting =
+            tokio::spawn(post_keyed(&c, format!("{}/back", back_server.uri()), "back-key").send());
         back_arrivals.wait_for(1).await;
         let leases = keys(&mut conn, &format!("{prefix}lease:*"));
         assert_eq!(leases.len(), before + 1, "the waiting task's lease");
         let other = client(store(&redis, prefix).await, policy());
-        let dup = other
-            .post(format!("{}/back", back_server.uri()))
-            .with_extension(IdempotencyKey::new("back-key"))
+        let dup = post_keyed(&other, format!("{}/back", back_server.uri()), "back-key")
             .send()
             .await;
         assert_eq!(code(&dup), "already_active", "shared lease after restart");
@@ -134,9 +117,7 @@ async fn fail_closed_refuses_without_sending_and_recovers() {
         redis.restart();
         let give_up = Instant::now() + Duration::from_secs(10);
         loop {
-            let r = c
-                .post(format!("{url}/x"))
-                .with_extension(IdempotencyKey::new("closed-key"))
+            let r = post_keyed(&c, format!("{url}/x"), "closed-key")
                 .send()
                 .await;
             match code(&r).as_str() {
@@ -158,16 +139,9 @@ async fn redis_dying_while_a_task_waits() {
         for mode in [FailMode::Open, FailMode::Closed] {
             let mut redis = RedisServer::start();
             let c = client(store(&redis, "rbp-mid:").await.fail_mode(mode), policy());
-            let (server, arrivals) = scripted(|_, i| match i {
-                0 => retry_after(1),
-                _ => ResponseTemplate::new(200),
-            })
-            .await;
-            let task = tokio::spawn(
-                c.post(format!("{}/mid", server.uri()))
-                    .with_extension(IdempotencyKey::new("mid-key"))
-                    .send(),
-            );
+            let (server, arrivals) = scripted(retry_after_1_then_ok).await;
+            let task =
+                tokio::spawn(post_keyed(&c, format!("{}/mid", server.uri()), "mid-key").send());
             arrivals.wait_for(1).await;
             // Let the pushback be recorded, then kill Redis mid-wait.
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -217,11 +191,7 @@ async fn redis_dies_during_first_answer(
         _ => ResponseTemplate::new(200),
     })
     .await;
-    let task = tokio::spawn(
-        c.post(format!("{}/sent", server.uri()))
-            .with_extension(IdempotencyKey::new("sent-key"))
-            .send(),
-    );
+    let task = tokio::spawn(post_keyed(&c, format!("{}/sent", server.uri()), "sent-key").send());
     // The request is at the server, its answer delayed: Redis dies.
     arrivals.wait_for(1).await;
     redis.stop();
@@ -290,9 +260,7 @@ async fn a_frozen_redis_times_out_instead_of_hanging() {
         // Connections stay open, nothing answers: only timeouts help.
         redis.signal("-STOP");
         let t = Instant::now();
-        let r = open
-            .post(format!("{url}/open"))
-            .with_extension(IdempotencyKey::new("frozen-1"))
+        let r = post_keyed(&open, format!("{url}/open"), "frozen-1")
             .send()
             .await;
         assert_eq!(code(&r), "ok 200 OK");
@@ -301,9 +269,7 @@ async fn a_frozen_redis_times_out_instead_of_hanging() {
         assert_eq!(arrivals.at("/open").len(), 1);
 
         let t = Instant::now();
-        let r = closed
-            .post(format!("{url}/closed"))
-            .with_extension(IdempotencyKey::new("frozen-2"))
+        let r = post_keyed(&closed, format!("{url}/closed"), "frozen-2")
             .send()
             .await;
         assert_eq!(code(&r), "store_unavailable");
@@ -335,9 +301,7 @@ async fn a_lazy_store_starts_without_redis_and_joins_it_later() {
         })
         .await;
         let t = Instant::now();
-        let r = client
-            .post(format!("{}/down", server.uri()))
-            .with_extension(IdempotencyKey::new("while-down"))
+        let r = post_keyed(&client, format!("{}/down", server.uri()), "while-down")
             .send()
             .await;
         assert_eq!(code(&r), "ok 200 OK");
@@ -351,13 +315,7 @@ async fn a_lazy_store_starts_without_redis_and_joins_it_later() {
             let waiting = tokio::spawn({
                 let client = client.clone();
                 let url = format!("{}/wait", server.uri());
-                async move {
-                    client
-                        .post(url)
-                        .with_extension(IdempotencyKey::new("after-up"))
-                        .send()
-                        .await
-                }
+                async move { post_keyed(&client, url, "after-up").send().await }
             });
             tokio::time::sleep(Duration::from_millis(300)).await;
             let mut conn = redis.conn();
@@ -385,17 +343,13 @@ async fn a_frozen_redis_never_outlives_the_deadline() {
             .op_timeout(Duration::from_secs(5));
         let client = client(store, policy());
         let (server, arrivals) = scripted(|_, _| ResponseTemplate::new(200)).await;
-        let warm = client
-            .post(format!("{}/warm", server.uri()))
-            .with_extension(IdempotencyKey::new("warm"))
+        let warm = post_keyed(&client, format!("{}/warm", server.uri()), "warm")
             .send()
             .await;
         assert_eq!(code(&warm), "ok 200 OK");
         redis.signal("-STOP");
         let t = Instant::now();
-        let r = client
-            .post(format!("{}/late", server.uri()))
-            .with_extension(IdempotencyKey::new("late"))
+        let r = post_keyed(&client, format!("{}/late", server.uri()), "late")
             .with_extension(Deadline::after(Duration::from_millis(300)))
             .send()
             .await;

@@ -11,11 +11,7 @@ async fn every_key_has_a_ttl_and_a_safe_name() {
             store(&redis, prefix).await,
             policy().missing_retry_after(Fallback::Delay(Duration::from_millis(200))),
         );
-        let (server, arrivals) = scripted(|_, i| match i {
-            0 => retry_after(1),
-            _ => ResponseTemplate::new(200),
-        })
-        .await;
+        let (server, arrivals) = scripted(retry_after_1_then_ok).await;
         let (bare, bare_arrivals) = scripted(|_, i| match i {
             // No Retry-After: the retry spends the shared budget.
             0 => ResponseTemplate::new(429),
@@ -24,9 +20,12 @@ async fn every_key_has_a_ttl_and_a_safe_name() {
         .await;
 
         let keyed = tokio::spawn(
-            c.post(format!("{}/search?token=secret-token&q=x", server.uri()))
-                .with_extension(IdempotencyKey::new("user-key-1234"))
-                .send(),
+            post_keyed(
+                &c,
+                format!("{}/search?token=secret-token&q=x", server.uri()),
+                "user-key-1234",
+            )
+            .send(),
         );
         let budgeted = tokio::spawn(
             c.get(format!("{}/list?token=secret-token", bare.uri()))

@@ -21,8 +21,7 @@ async fn a_lease_held_through_one_store_refuses_the_key_in_another() {
 
         // A's task is pushed back and waits, holding the key.
         let first = tokio::spawn(
-            a.post(format!("{url}/orders/1"))
-                .with_extension(IdempotencyKey::new("order-1"))
+            post_keyed(&a, format!("{url}/orders/1"), "order-1")
                 .with_extension(Deadline::after(Duration::from_secs(10)))
                 .send(),
         );
@@ -39,18 +38,14 @@ async fn a_lease_held_through_one_store_refuses_the_key_in_another() {
         );
 
         // The same key through the other store: refused, nothing sent.
-        let second = b
-            .post(format!("{url}/orders/1"))
-            .with_extension(IdempotencyKey::new("order-1"))
+        let second = post_keyed(&b, format!("{url}/orders/1"), "order-1")
             .send()
             .await;
         assert_eq!(code(&second), "already_active");
         assert_eq!(arrivals.at("/orders/1").len(), 1, "B sent nothing");
 
         // Another key is fine.
-        let other = b
-            .post(format!("{url}/orders/2"))
-            .with_extension(IdempotencyKey::new("order-2"))
+        let other = post_keyed(&b, format!("{url}/orders/2"), "order-2")
             .send()
             .await;
         assert_eq!(code(&other), "ok 200 OK");
@@ -70,9 +65,7 @@ async fn a_lease_held_through_one_store_refuses_the_key_in_another() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         // ...and B may now run the key.
-        let again = b
-            .post(format!("{url}/orders/1"))
-            .with_extension(IdempotencyKey::new("order-1"))
+        let again = post_keyed(&b, format!("{url}/orders/1"), "order-1")
             .send()
             .await;
         assert_eq!(code(&again), "ok 200 OK");
@@ -118,9 +111,7 @@ async fn a_key_is_free_again_the_moment_its_task_ends() {
         let client = client(store(&redis, "rbp-reuse:").await, policy());
         let (server, arrivals) = scripted(|_, _| ResponseTemplate::new(200)).await;
         for i in 0..50 {
-            let r = client
-                .post(format!("{}/again", server.uri()))
-                .with_extension(IdempotencyKey::new("same-key"))
+            let r = post_keyed(&client, format!("{}/again", server.uri()), "same-key")
                 .send()
                 .await;
             assert_eq!(code(&r), "ok 200 OK", "send {i}");
@@ -151,9 +142,7 @@ async fn finished_keys_leave_no_local_lease_behind() {
         }
         assert_eq!(local.active_keys(), 0, "local leases left behind");
         redis.stop();
-        let r = client
-            .post(format!("{}/k", server.uri()))
-            .with_extension(IdempotencyKey::new("k-7"))
+        let r = post_keyed(&client, format!("{}/k", server.uri()), "k-7")
             .send()
             .await;
         assert_eq!(
@@ -207,18 +196,12 @@ async fn a_caller_giving_up_during_the_lease_leaves_no_lease() {
         let (server, _arrivals) = scripted(|_, _| ResponseTemplate::new(200)).await;
         let url = format!("{}/c", server.uri());
         // Warm the connection and the script cache.
-        let r = client
-            .post(&url)
-            .with_extension(IdempotencyKey::new("warm"))
-            .send()
-            .await;
+        let r = post_keyed(&client, &url, "warm").send().await;
         assert_eq!(code(&r), "ok 200 OK");
         tokio::time::sleep(Duration::from_millis(100)).await;
 
         redis.signal("-STOP");
-        let fut = client
-            .post(&url)
-            .with_extension(IdempotencyKey::new("cancel-me"))
+        let fut = post_keyed(&client, &url, "cancel-me")
             .with_extension(Deadline::after(Duration::from_secs(30)))
             .send();
         assert!(
@@ -235,11 +218,7 @@ async fn a_caller_giving_up_during_the_lease_leaves_no_lease() {
         tokio::time::sleep(Duration::from_millis(800)).await;
         let mut conn = redis.conn();
         assert_eq!(keys(&mut conn, "rbp-cancel:lease:*"), Vec::<String>::new());
-        let r = client
-            .post(&url)
-            .with_extension(IdempotencyKey::new("cancel-me"))
-            .send()
-            .await;
+        let r = post_keyed(&client, &url, "cancel-me").send().await;
         assert_eq!(code(&r), "ok 200 OK");
     })
     .await;

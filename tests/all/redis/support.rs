@@ -12,14 +12,14 @@ pub(super) use std::time::{Duration, Instant, SystemTime};
 
 pub(super) use reqwest_backpressure::store::{FailMode, RedisStore};
 pub(super) use reqwest_backpressure::{
-    Deadline, Fallback, IdempotencyKey, Policy, RetryAfterMiddleware, RetryReport, Store,
+    Deadline, Fallback, IdempotencyKey, Policy, RetryAfterMiddleware, Store,
 };
-pub(super) use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
-pub(super) use wiremock::matchers::any;
-pub(super) use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+pub(super) use reqwest_middleware::ClientWithMiddleware;
+pub(super) use wiremock::{MockServer, ResponseTemplate};
 
 pub(super) use super::redis_server::{RedisServer, Workers};
-pub(super) use crate::server::{Arrivals, ServerState, Shape};
+pub(super) use crate::common::{client_with, report, scripted};
+pub(super) use crate::server::{ServerState, Shape};
 
 /// Keys matching `pattern`, sorted.
 pub(super) fn keys(conn: &mut redis::Connection, pattern: &str) -> Vec<String> {
@@ -47,9 +47,7 @@ pub(super) async fn store(redis: &RedisServer, prefix: &str) -> RedisStore {
 }
 
 pub(super) fn client(store: RedisStore, policy: Policy) -> ClientWithMiddleware {
-    ClientBuilder::new(reqwest::Client::new())
-        .with(RetryAfterMiddleware::try_with_store(policy, store).expect("valid policy"))
-        .build()
+    client_with(RetryAfterMiddleware::try_with_store(policy, store).expect("valid policy"))
 }
 
 pub(super) fn policy() -> Policy {
@@ -71,48 +69,26 @@ pub(super) fn code(result: &reqwest_middleware::Result<reqwest::Response>) -> St
     }
 }
 
-pub(super) fn report(r: &reqwest::Response) -> RetryReport {
-    *r.extensions()
-        .get::<RetryReport>()
-        .expect("RetryReport on every response")
-}
-
 pub(super) fn retry_after(secs: u64) -> ResponseTemplate {
     ResponseTemplate::new(429).insert_header("retry-after", secs.to_string())
 }
 
-/// Answers the `i`-th request to a path with `script(path, i)` and records
-/// it.
-pub(super) struct Scripted<F> {
-    arrivals: Arrivals,
-    script: F,
-}
-
-impl<F> Respond for Scripted<F>
-where
-    F: Fn(&str, usize) -> ResponseTemplate + Send + Sync,
-{
-    fn respond(&self, request: &Request) -> ResponseTemplate {
-        let i = self.arrivals.record(request);
-        (self.script)(request.url.path(), i)
+/// A script answering each path's first request with `Retry-After: 1`,
+/// and every later one with `200`.
+pub(super) fn retry_after_1_then_ok(_: &str, i: usize) -> ResponseTemplate {
+    match i {
+        0 => retry_after(1),
+        _ => ResponseTemplate::new(200),
     }
 }
 
-/// A server answering each path's `i`-th request with `script(path, i)`.
-pub(super) async fn scripted<F>(script: F) -> (MockServer, Arrivals)
-where
-    F: Fn(&str, usize) -> ResponseTemplate + Send + Sync + 'static,
-{
-    let server = MockServer::start().await;
-    let arrivals = Arrivals::default();
-    Mock::given(any())
-        .respond_with(Scripted {
-            arrivals: arrivals.clone(),
-            script,
-        })
-        .mount(&server)
-        .await;
-    (server, arrivals)
+/// A POST of `url` carrying the idempotency key `key`.
+pub(super) fn post_keyed(
+    client: &ClientWithMiddleware,
+    url: impl reqwest::IntoUrl,
+    key: &str,
+) -> reqwest_middleware::RequestBuilder {
+    client.post(url).with_extension(IdempotencyKey::new(key))
 }
 
 /// `http://127.0.0.1:port`, as the middleware names an origin.
