@@ -101,6 +101,7 @@ fn key_prefix(shape: Shape) -> String {
         match shape {
             Shape::Window => "window",
             Shape::Bucket => "bucket",
+            Shape::Spells => "spells",
         },
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
