@@ -203,6 +203,18 @@ async fn storm_with_fault(storm: &Storm, mode: FailMode, fault: Fault) -> Vec<St
     if seen.premature > 0 {
         broken.push(format!("{label}: {} premature sends", seen.premature));
     }
+    // A fault of a few seconds must not hold tasks for much longer: the
+    // storm ends within 10 s of its last start and the fault's end.
+    let launched = storm.spacing * u32::try_from(storm.tasks).expect("tasks");
+    let bound = launched.max(ended - started) + Duration::from_secs(10);
+    if tally.elapsed > bound {
+        broken.push(format!(
+            "{label}: the storm took {:.1} s (bound {:.1} s); stopped: {:?}",
+            tally.elapsed.as_secs_f64(),
+            bound.as_secs_f64(),
+            tally.stopped
+        ));
+    }
     if mode == FailMode::Closed {
         if seen.duplicates > 0 {
             broken.push(format!(
@@ -232,8 +244,8 @@ async fn faults(storm: &Storm, runs: &[(Fault, FailMode)]) {
     assert!(broken.is_empty(), "{broken:#?}");
 }
 
-/// One fault of each kind, each fail mode (but the restart failing closed,
-/// below): about 2–3 s each.
+/// The freeze and `CLIENT KILL`, each fail mode: about 2 s each. The
+/// restart is below, one test per mode.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_faults_short() {
     let freeze = Fault::Freeze(Duration::from_secs(1));
@@ -242,7 +254,6 @@ async fn redis_faults_short() {
         &[
             (freeze, FailMode::Open),
             (freeze, FailMode::Closed),
-            (Fault::Restart, FailMode::Open),
             (Fault::ClientKill, FailMode::Open),
             (Fault::ClientKill, FailMode::Closed),
         ],
@@ -250,10 +261,22 @@ async fn redis_faults_short() {
     .await;
 }
 
+/// The restart, failing open (failing closed does the same, below): some
+/// tasks stall after it until their
+/// deadline (30 s here), although each Redis operation is bounded by
+/// `op_timeout` (500 ms) and failing open falls back to local state. Their
+/// reports say `attempts: 1`, `waited` ≈ 1.1 s, stop `deadline_exhausted`:
+/// the time went between their wait and their retry's send.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "bug: after Redis restarts empty, some tasks stall until their deadline before their retry (both fail modes)"]
+async fn redis_restart_fail_open_short() {
+    faults(&SHORT, &[(Fault::Restart, FailMode::Open)]).await;
+}
+
 /// The restart, failing closed: see
 /// [`restart_empty_fail_closed_keeps_a_held_key`].
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "bug: after Redis restarts empty, a key held by a running task is given to another process, even with FailMode::Closed (concurrent duplicates)"]
+#[ignore = "bug: after Redis restarts empty, a held key is given to another process even failing closed (concurrent duplicates in the full run), and some tasks stall until their deadline"]
 async fn redis_restart_fail_closed_short() {
     faults(&SHORT, &[(Fault::Restart, FailMode::Closed)]).await;
 }
