@@ -136,7 +136,7 @@ async fn soak(duration: Duration, warm_up: Duration) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn soak_short() {
-    soak(Duration::from_secs(8), Duration::from_secs(3)).await;
+    soak(Duration::from_secs(10), Duration::from_secs(5)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
