@@ -11,6 +11,7 @@ mod rate_limited;
 mod ratelimit;
 #[cfg(feature = "redis")]
 mod redis;
+mod reliability;
 mod review_fixes;
 
 /// The test server (arrival log, rate-limited server), shared with the storm

@@ -167,6 +167,9 @@ pub enum Shape {
     /// inside a closed window), as Flask-Limiter does. A task's send before
     /// the end of the window that rejected it is premature.
     TruncatedZero,
+    /// Like [`Window`](Self::Window), but every fifth window admits nothing
+    /// (a server that pushes back now and then, whatever the load).
+    Spells,
 }
 
 impl Shape {
@@ -176,6 +179,7 @@ impl Shape {
             Shape::Bucket => "token bucket",
             Shape::RateLimitHeaders => "RateLimit headers",
             Shape::TruncatedZero => "truncated Retry-After: 0",
+            Shape::Spells => "window, closed every fifth second",
         }
     }
 }
@@ -222,22 +226,30 @@ enum Limit {
     Window {
         window: u64,
         used: u32,
+        /// Every `n`-th window admits nothing.
+        closed_every: Option<u64>,
     },
     Bucket {
         tokens: f64,
         refilled: Option<Instant>,
     },
     /// Windows starting at a request.
-    Floating {
-        start: Option<Instant>,
-        used: u32,
-    },
+    Floating { start: Option<Instant>, used: u32 },
 }
 
 impl Limit {
     fn new(shape: Shape, cap: u32) -> Self {
         match shape {
-            Shape::Window | Shape::RateLimitHeaders => Limit::Window { window: 0, used: 0 },
+            Shape::Window | Shape::RateLimitHeaders => Limit::Window {
+                window: 0,
+                used: 0,
+                closed_every: None,
+            },
+            Shape::Spells => Limit::Window {
+                window: 0,
+                used: 0,
+                closed_every: Some(5),
+            },
             Shape::TruncatedZero => Limit::Floating {
                 start: None,
                 used: 0,
@@ -258,7 +270,7 @@ impl Limit {
         if shape != Shape::RateLimitHeaders {
             return verdict;
         }
-        let Limit::Window { window, used } = self else {
+        let Limit::Window { window, used, .. } = self else {
             return verdict;
         };
         let next = epoch + SECOND * u32::try_from(*window + 1).unwrap_or(u32::MAX);
@@ -279,13 +291,18 @@ impl Limit {
     /// instant it allows).
     fn admit(&mut self, cap: u32, epoch: Instant, now: Instant) -> Result<(), (u64, Instant)> {
         match self {
-            Limit::Window { window, used } => {
+            Limit::Window {
+                window,
+                used,
+                closed_every,
+            } => {
                 let k = now.duration_since(epoch).as_secs();
                 if k != *window {
                     *window = k;
                     *used = 0;
                 }
-                if *used < cap {
+                let closed = closed_every.is_some_and(|n| k % n == n - 1);
+                if *used < cap && !closed {
                     *used += 1;
                     return Ok(());
                 }
@@ -375,6 +392,31 @@ pub struct ServerState {
     pub anonymous: u64,
     pub tasks: HashMap<u32, TaskRecord>,
     pub arrivals: Vec<Admission>,
+    /// How long each request is held before its answer leaves (zero unless
+    /// set): a request is in flight at least that long, so two requests with
+    /// the same `Idempotency-Key` arriving closer than this overlapped.
+    pub hold: Duration,
+    /// Requests that arrived while another with the same `Idempotency-Key`
+    /// was held (counted only with a `hold`).
+    pub duplicates: u64,
+    /// [`duplicates`](Self::duplicates) per key.
+    pub duplicate_keys: HashMap<String, u64>,
+    /// Per key: until when its last request is held.
+    busy: HashMap<String, Instant>,
+    /// Every keyed request, in order (only while `keep_log`).
+    pub keyed: Vec<KeyedArrival>,
+    /// Keep `arrivals`, `keyed` and the records of finished tasks (on by
+    /// default); off, memory stays flat however long the server runs.
+    pub keep_log: bool,
+}
+
+/// A request that carried an `Idempotency-Key`.
+#[derive(Debug, Clone)]
+pub struct KeyedArrival {
+    pub task: Option<u32>,
+    pub key: String,
+    pub at: Instant,
+    pub ok: bool,
 }
 
 impl ServerState {
@@ -393,6 +435,12 @@ impl ServerState {
             anonymous: 0,
             tasks: HashMap::new(),
             arrivals: Vec::new(),
+            hold: Duration::ZERO,
+            duplicates: 0,
+            duplicate_keys: HashMap::new(),
+            busy: HashMap::new(),
+            keyed: Vec::new(),
+            keep_log: true,
         }
     }
 
@@ -407,12 +455,79 @@ impl ServerState {
     /// Judges a request of `task` arriving at `now`: `Ok(())` to admit it,
     /// or `Err(the seconds its 429 names)`; records and counts it.
     pub fn judge(&mut self, task: Option<u32>, now: Instant) -> Result<(), u64> {
-        let v = self.judge_verdict(task, now);
+        let v = self.judge_verdict_keyed(task, None, now);
         if v.ok { Ok(()) } else { Err(v.names.as_secs()) }
     }
 
     /// [`judge`](Self::judge), returning the whole [`Verdict`].
     pub fn judge_verdict(&mut self, task: Option<u32>, now: Instant) -> Verdict {
+        self.judge_verdict_keyed(task, None, now)
+    }
+
+    /// [`judge`](Self::judge) for a request carrying `key` (its
+    /// `Idempotency-Key`): also counts it as a duplicate if another request
+    /// with that key is still held.
+    pub fn judge_keyed(
+        &mut self,
+        task: Option<u32>,
+        key: Option<&str>,
+        now: Instant,
+    ) -> Result<(), u64> {
+        let v = self.judge_verdict_keyed(task, key, now);
+        if v.ok { Ok(()) } else { Err(v.names.as_secs()) }
+    }
+
+    /// [`judge_keyed`](Self::judge_keyed), returning the whole [`Verdict`].
+    pub fn judge_verdict_keyed(
+        &mut self,
+        task: Option<u32>,
+        key: Option<&str>,
+        now: Instant,
+    ) -> Verdict {
+        if let Some(key) = key {
+            self.hold_key(key, now);
+        }
+        let verdict = self.judge_task(task, now);
+        if let Some(key) = key
+            && self.keep_log
+        {
+            self.keyed.push(KeyedArrival {
+                task,
+                key: key.to_owned(),
+                at: now,
+                ok: verdict.ok,
+            });
+        }
+        if verdict.ok
+            && !self.keep_log
+            && let Some(id) = task
+        {
+            // The task is done: forget it, so memory stays flat.
+            self.tasks.remove(&id);
+        }
+        verdict
+    }
+
+    fn hold_key(&mut self, key: &str, now: Instant) {
+        if self.hold.is_zero() {
+            return;
+        }
+        let until = now + self.hold;
+        match self.busy.get_mut(key) {
+            Some(busy) => {
+                if now < *busy {
+                    self.duplicates += 1;
+                    *self.duplicate_keys.entry(key.to_owned()).or_default() += 1;
+                }
+                *busy = (*busy).max(until);
+            }
+            None => {
+                self.busy.insert(key.to_owned(), until);
+            }
+        }
+    }
+
+    fn judge_task(&mut self, task: Option<u32>, now: Instant) -> Verdict {
         let epoch = *self.epoch.get_or_insert(now);
         let verdict = self.limit.verdict(self.shape, self.cap, epoch, now);
         self.requests += 1;
@@ -441,13 +556,15 @@ impl ServerState {
         }
         self.premature += u64::from(premature);
         self.early_literal += u64::from(early_literal);
-        self.arrivals.push(Admission {
-            at: now.duration_since(epoch),
-            ok,
-            retry,
-            premature,
-            early_literal,
-        });
+        if self.keep_log {
+            self.arrivals.push(Admission {
+                at: now.duration_since(epoch),
+                ok,
+                retry,
+                premature,
+                early_literal,
+            });
+        }
         verdict
     }
 
@@ -455,7 +572,13 @@ impl ServerState {
     /// `200 ok`, or `429` with `Retry-After` (and the `RateLimit` fields
     /// of the shape that sends them).
     pub fn handle(&mut self, task: Option<u32>) -> ResponseTemplate {
-        let v = self.judge_verdict(task, Instant::now());
+        self.handle_keyed(task, None)
+    }
+
+    /// [`handle`](Self::handle) for a request carrying `key`; the answer
+    /// leaves after [`hold`](Self::hold).
+    pub fn handle_keyed(&mut self, task: Option<u32>, key: Option<&str>) -> ResponseTemplate {
+        let v = self.judge_verdict_keyed(task, key, Instant::now());
         let mut answer = if v.ok {
             ResponseTemplate::new(200).set_body_string("ok")
         } else {
@@ -476,7 +599,11 @@ impl ServerState {
                     format!("\"{cap}-in-1sec\"; q={cap}; w=1").as_str(),
                 );
         }
-        answer
+        if self.hold.is_zero() {
+            answer
+        } else {
+            answer.set_delay(self.hold)
+        }
     }
 }
 
@@ -493,8 +620,23 @@ struct Limited(Arc<Mutex<ServerState>>);
 
 impl Respond for Limited {
     fn respond(&self, request: &Request) -> ResponseTemplate {
-        lock(&self.0).handle(task_of(request))
+        let key = request
+            .headers
+            .get("idempotency-key")
+            .and_then(|v| v.to_str().ok());
+        lock(&self.0).handle_keyed(task_of(request), key)
     }
+}
+
+/// How a [`LimitedServer`] started with [`LimitedServer::start_with`]
+/// answers, beyond its shape.
+#[derive(Debug, Clone, Copy)]
+pub struct Options {
+    /// Each answer leaves this long after its request arrived (so requests
+    /// overlap observably); see [`ServerState::hold`].
+    pub hold: Duration,
+    /// See [`ServerState::keep_log`].
+    pub keep_log: bool,
 }
 
 /// A rate-limited wiremock server on a fresh port (a new origin), answering
@@ -504,23 +646,66 @@ pub struct LimitedServer {
     pub state: Arc<Mutex<ServerState>>,
     /// The one URL the tasks call.
     pub url: String,
+    at: String,
 }
 
 impl LimitedServer {
     pub async fn start(shape: Shape, cap: u32, at: &str) -> Self {
-        let state = Arc::new(Mutex::new(ServerState::new(shape, cap)));
+        Self::start_on(shape, cap, at, Some("GET"), None).await
+    }
+
+    /// A server answering every method at `at`, with `options`.
+    pub async fn start_with(shape: Shape, cap: u32, at: &str, options: Options) -> Self {
+        Self::start_on(shape, cap, at, None, Some(options)).await
+    }
+
+    async fn start_on(
+        shape: Shape,
+        cap: u32,
+        at: &str,
+        only: Option<&str>,
+        options: Option<Options>,
+    ) -> Self {
+        let mut limiter = ServerState::new(shape, cap);
+        if let Some(o) = options {
+            limiter.hold = o.hold;
+            limiter.keep_log = o.keep_log;
+        }
+        let state = Arc::new(Mutex::new(limiter));
         // A bare (not pooled) server: a new port, so a new origin.
         let mock = MockServer::builder()
             .disable_request_recording()
             .start()
             .await;
-        Mock::given(method("GET"))
-            .and(path(at))
+        let mock_of = match only {
+            Some(m) => Mock::given(method(m)).and(path(at)),
+            None => Mock::given(path(at)),
+        };
+        mock_of
             .respond_with(Limited(state.clone()))
             .mount(&mock)
             .await;
         let url = format!("{}{at}", mock.uri());
-        LimitedServer { mock, state, url }
+        LimitedServer {
+            mock,
+            state,
+            url,
+            at: at.to_owned(),
+        }
+    }
+
+    /// Gives back the memory wiremock keeps for every request a mock
+    /// matched (a copy of each request, even with request recording off):
+    /// unmounts and mounts again the responder of a server started with
+    /// [`start_with`](Self::start_with), keeping its state. A request
+    /// arriving between the two gets `404`: long runs call this rarely and
+    /// count those.
+    pub async fn recycle(&self) {
+        self.mock.reset().await;
+        Mock::given(path(self.at.as_str()))
+            .respond_with(Limited(self.state.clone()))
+            .mount(&self.mock)
+            .await;
     }
 
     /// Stops the server and returns what it counted.

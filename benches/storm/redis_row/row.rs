@@ -103,6 +103,7 @@ fn key_prefix(shape: Shape) -> String {
             Shape::Bucket => "bucket",
             Shape::RateLimitHeaders => "ratelimit",
             Shape::TruncatedZero => "truncated",
+            Shape::Spells => "spells",
         },
         SystemTime::now()
             .duration_since(UNIX_EPOCH)

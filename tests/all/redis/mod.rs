@@ -7,7 +7,7 @@
 //! timeout, so a hung store fails instead of hanging the run.
 
 #[path = "../../support/redis_server.rs"]
-mod redis_server;
+pub(crate) mod redis_server;
 
 mod faults;
 mod gate;
