@@ -46,6 +46,10 @@ pub enum Admission {
     /// A paced slot is reserved this far from now: send then (after
     /// checking that the gate did not close again meanwhile).
     SlotReserved(Duration),
+    /// The paced queue is booked further ahead than is worth reserving
+    /// while the pace is still rising (slow start): nothing is reserved;
+    /// come back after this long and ask again.
+    QueueAhead(Duration),
     /// The origin cannot take the task within the latest time it accepts;
     /// nothing was reserved.
     Refused {
@@ -123,6 +127,9 @@ const CUT_FLOOR: f64 = 0.5;
 /// An origin whose gate is open, whose queue is empty and that nobody used
 /// for this long is forgotten (by a store's sweep, or a shared key's TTL).
 pub(crate) const ORIGIN_IDLE: Duration = Duration::from_secs(300);
+
+/// How far ahead a slot is booked while the pace is still in slow start.
+const SLOW_START_AHEAD: Duration = Duration::from_secs(1);
 
 /// How long the gate holds an origin that keeps answering `Retry-After: 0`
 /// (two zero answers within this span): the header's granularity. A server
@@ -284,6 +291,13 @@ impl OriginState {
         if wait > latest {
             // The queue, not the gate, is too long: the earliest free slot.
             return self.refuse(now, wait);
+        }
+        if !self.learned && wait > SLOW_START_AHEAD {
+            // While the pace is still rising (nothing was measured, e.g. an
+            // origin whose shared state was lost), a slot booked far ahead
+            // at today's slow rate would stay there when the rate rises:
+            // ask again soon instead, nothing reserved.
+            return Admission::QueueAhead(SLOW_START_AHEAD);
         }
         self.next_slot = slot + interval(self.rate);
         if wait.is_zero() {

@@ -229,3 +229,22 @@ fn gate_off_admits_everything() {
     o.on_pushback(off, ms(0), Some(ms(1000)));
     assert_eq!(o.admit(off, ms(1), LONG), Admission::Now);
 }
+
+#[test]
+fn slow_start_books_at_most_a_second_ahead() {
+    // Nothing admitted in the period: the pace restarts at one a second.
+    let mut o = after_burst(0);
+    assert_eq!(o.admit(ON, ms(1000), LONG), Admission::Reopened);
+    assert_eq!(
+        o.admit(ON, ms(1000), LONG),
+        Admission::SlotReserved(ms(1000))
+    );
+    // The next slot is two seconds away: not booked at today's rate, which
+    // rises with each success; the task asks again in a second.
+    assert_eq!(o.admit(ON, ms(1000), LONG), Admission::QueueAhead(ms(1000)));
+    // A task that cannot wait that long is still refused at once.
+    assert!(matches!(
+        o.admit(ON, ms(1000), ms(500)),
+        Admission::Refused { .. }
+    ));
+}

@@ -9,6 +9,10 @@ use redis::Value;
 
 use super::scripts::parse_time_and_value;
 use super::{CAS_ROUNDS, FailMode, RedisStore, millis, unavailable};
+
+/// An update (lock wait and compare-and-set rounds) takes at most this many
+/// `op_timeout`s.
+const UPDATE_ROUND_TRIPS: u32 = 4;
 use crate::store::StoreError;
 
 impl RedisStore {
@@ -56,6 +60,24 @@ impl RedisStore {
     /// tries again on what is there now). `f` returns its output and, when
     /// the state must be written, how long to keep it.
     pub(super) async fn update<V, T>(
+        &self,
+        key: &str,
+        decode: fn(&str) -> Option<V>,
+        encode: fn(&V) -> String,
+        f: impl FnMut(&mut Option<V>, Duration) -> (T, Option<Duration>),
+    ) -> Result<T, StoreError> {
+        // The whole update (waiting for this process's other writer of the
+        // key, and every compare-and-set round) is bounded, not only each
+        // round trip: after Redis restarts, a task must never wait on the
+        // store longer than a few round trips, whatever its deadline.
+        let total = self.op_timeout.saturating_mul(UPDATE_ROUND_TRIPS);
+        match tokio::time::timeout(total, self.update_unbounded(key, decode, encode, f)).await {
+            Ok(result) => result,
+            Err(_) => Err(StoreError::new("redis: update timed out")),
+        }
+    }
+
+    async fn update_unbounded<V, T>(
         &self,
         key: &str,
         decode: fn(&str) -> Option<V>,

@@ -339,7 +339,7 @@ impl<'a, S: Store> Task<'a, S> {
                     self.waiting(None, WaitReason::Gate, d);
                     d
                 }
-                Admission::SlotReserved(d) => {
+                Admission::SlotReserved(d) | Admission::QueueAhead(d) => {
                     self.waiting(None, WaitReason::Pace, d);
                     d
                 }
