@@ -126,3 +126,39 @@ pub(crate) fn our_error(err: &reqwest_middleware::Error) -> Option<&reqwest_back
 pub(crate) fn our_code(err: &reqwest_middleware::Error) -> Option<&'static str> {
     our_error(err).map(reqwest_backpressure::Error::code)
 }
+
+// ------------------------------------------------------------ child processes
+
+/// This test binary run again as a child process, running only the
+/// `#[ignore]`d test `test` (a worker of a multi-process test) with `env`;
+/// its stdout and stderr are read on threads, so a chatty child never
+/// blocks. Returns the child and the two readers.
+pub(crate) fn spawn_test_child(
+    test: &str,
+    env: &[(&str, String)],
+) -> (
+    std::process::Child,
+    std::thread::JoinHandle<String>,
+    std::thread::JoinHandle<String>,
+) {
+    use std::io::Read;
+    let exe = std::env::current_exe().expect("current test binary");
+    let mut child = std::process::Command::new(exe)
+        .args(["--exact", test, "--ignored", "--nocapture"])
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn a child test process");
+    let read = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = pipe.read_to_string(&mut s);
+            s
+        })
+    };
+    let out = read(Box::new(child.stdout.take().expect("stdout")));
+    let err = read(Box::new(child.stderr.take().expect("stderr")));
+    (child, out, err)
+}

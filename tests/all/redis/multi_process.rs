@@ -58,41 +58,23 @@ fn processes_sharing_one_redis_share_leases_and_gates() {
     let started = Instant::now();
     let redis = RedisServer::start();
     let server = LimitServer::start();
-    let exe = std::env::current_exe().expect("current test binary");
     let prefix = format!("rbp-multi-{}:", std::process::id());
 
     let mut workers = Workers(Vec::new());
     let mut outputs = Vec::new();
     for w in 0..WORKERS {
-        let mut child = Command::new(&exe)
-            .args([
-                "--exact",
-                "redis::multi_process::worker_process",
-                "--ignored",
-                "--nocapture",
-            ])
-            .env("RBP_REDIS_URL", redis.url())
-            .env("RBP_SERVER_URL", server.url())
-            .env("RBP_PREFIX", &prefix)
-            .env("RBP_WORKER", w.to_string())
-            .env("RBP_TASKS", TASKS.to_string())
-            .env("RBP_KEYS", KEYS.to_string())
-            .env("RBP_STAGGER_MS", STAGGER.as_millis().to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn worker process");
-        // Read the pipes on threads, so a chatty child never blocks.
-        let read = |mut pipe: Box<dyn Read + Send>| {
-            std::thread::spawn(move || {
-                let mut s = String::new();
-                let _ = pipe.read_to_string(&mut s);
-                s
-            })
-        };
-        let out = read(Box::new(child.stdout.take().expect("stdout")));
-        let err = read(Box::new(child.stderr.take().expect("stderr")));
+        let (child, out, err) = crate::common::spawn_test_child(
+            "redis::multi_process::worker_process",
+            &[
+                ("RBP_REDIS_URL", redis.url()),
+                ("RBP_SERVER_URL", server.url()),
+                ("RBP_PREFIX", prefix.clone()),
+                ("RBP_WORKER", w.to_string()),
+                ("RBP_TASKS", TASKS.to_string()),
+                ("RBP_KEYS", KEYS.to_string()),
+                ("RBP_STAGGER_MS", STAGGER.as_millis().to_string()),
+            ],
+        );
         outputs.push((out, err));
         workers.0.push(child);
     }

@@ -5,7 +5,6 @@
 pub(super) use std::collections::{BTreeMap, HashMap};
 pub(super) use std::io::{BufRead, BufReader, Read, Write};
 pub(super) use std::net::{TcpListener, TcpStream};
-pub(super) use std::process::{Command, Stdio};
 pub(super) use std::sync::atomic::{AtomicBool, Ordering};
 pub(super) use std::sync::{Arc, Mutex};
 pub(super) use std::time::{Duration, Instant, SystemTime};

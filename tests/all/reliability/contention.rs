@@ -113,8 +113,7 @@ async fn contention_one_client_full() {
 
 #[cfg(feature = "redis")]
 mod processes {
-    use std::io::Read;
-    use std::process::{Command, Stdio};
+
     use std::time::Instant;
 
     use reqwest_backpressure::store::{FailMode, RedisStore};
@@ -134,52 +133,31 @@ mod processes {
         let redis = RedisServer::start();
         let server = server(cap).await;
         let prefix = format!("rbp-contention-{}:", std::process::id());
-        let exe = std::env::current_exe().expect("current test binary");
         let per_worker = tasks / WORKERS;
         let started = Instant::now();
         let mut workers = Workers(Vec::new());
         let mut outputs = Vec::new();
         for w in 0..WORKERS {
-            let mut child = Command::new(&exe)
-                .args([
-                    "--exact",
-                    "reliability::contention::processes::contention_worker",
-                    "--ignored",
-                    "--nocapture",
-                ])
-                .env("RBP_REL_REDIS_URL", redis.url())
-                .env("RBP_REL_URL", &server.url)
-                .env("RBP_REL_PREFIX", &prefix)
-                .env("RBP_REL_FIRST", (w * per_worker).to_string())
-                .env("RBP_REL_TASKS", per_worker.to_string())
-                .env("RBP_REL_KEYS", keys.to_string())
-                .env("RBP_REL_CONCURRENCY", (concurrency / WORKERS).to_string())
-                .env("RBP_REL_SEED", (100 + w).to_string())
-                // Each worker starts its share of the tasks at a quarter of
-                // the rate.
-                .env(
-                    "RBP_REL_SPACING_US",
-                    (spacing.as_micros() * WORKERS as u128).to_string(),
-                )
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("spawn worker process");
-            let mut out = child.stdout.take().expect("stdout");
-            let mut err = child.stderr.take().expect("stderr");
-            outputs.push((
-                std::thread::spawn(move || {
-                    let mut s = String::new();
-                    let _ = out.read_to_string(&mut s);
-                    s
-                }),
-                std::thread::spawn(move || {
-                    let mut s = String::new();
-                    let _ = err.read_to_string(&mut s);
-                    s
-                }),
-            ));
+            let (child, out, err) = crate::common::spawn_test_child(
+                "reliability::contention::processes::contention_worker",
+                &[
+                    ("RBP_REL_REDIS_URL", redis.url()),
+                    ("RBP_REL_URL", server.url.clone()),
+                    ("RBP_REL_PREFIX", prefix.clone()),
+                    ("RBP_REL_FIRST", (w * per_worker).to_string()),
+                    ("RBP_REL_TASKS", per_worker.to_string()),
+                    ("RBP_REL_KEYS", keys.to_string()),
+                    ("RBP_REL_CONCURRENCY", (concurrency / WORKERS).to_string()),
+                    ("RBP_REL_SEED", (100 + w).to_string()),
+                    // Each worker starts its share of the tasks at a quarter
+                    // of the rate.
+                    (
+                        "RBP_REL_SPACING_US",
+                        (spacing.as_micros() * WORKERS as u128).to_string(),
+                    ),
+                ],
+            );
+            outputs.push((out, err));
             workers.0.push(child);
         }
         let workers = tokio::task::spawn_blocking(move || {

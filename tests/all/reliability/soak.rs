@@ -5,8 +5,6 @@
 //! is flat (at most 5% more), the store's entries return to 0, and no send
 //! is early or a duplicate.
 
-use std::io::Read;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -42,33 +40,14 @@ async fn soak(duration: Duration, warm_up: Duration) {
         },
     )
     .await;
-    let mut child = Command::new(std::env::current_exe().expect("test binary"))
-        .args([
-            "--exact",
-            "reliability::soak::soak_client",
-            "--ignored",
-            "--nocapture",
-        ])
-        .env("RBP_SOAK_URL", &server.url)
-        .env("RBP_SOAK_MS", duration.as_millis().to_string())
-        .env("RBP_SOAK_WARM_UP_MS", warm_up.as_millis().to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn the soak client");
-    let mut out = child.stdout.take().expect("stdout");
-    let mut err = child.stderr.take().expect("stderr");
-    let out = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = out.read_to_string(&mut s);
-        s
-    });
-    let err = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
-    });
+    let (mut child, out, err) = crate::common::spawn_test_child(
+        "reliability::soak::soak_client",
+        &[
+            ("RBP_SOAK_URL", server.url.clone()),
+            ("RBP_SOAK_MS", duration.as_millis().to_string()),
+            ("RBP_SOAK_WARM_UP_MS", warm_up.as_millis().to_string()),
+        ],
+    );
     let give_up = Instant::now() + duration + Duration::from_secs(60);
     let status = loop {
         tokio::time::sleep(Duration::from_secs(1)).await;
