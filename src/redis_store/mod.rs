@@ -30,11 +30,13 @@
 //! anything is sent.
 
 mod batched;
+mod heartbeat;
 mod scripts;
 mod store;
 mod update;
 
 use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -44,7 +46,7 @@ use redis::Script;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use crate::store::{MemoryStore, StoreError, lock};
-use scripts::{ACQUIRE, CAS, READ, RELEASE};
+use scripts::{ACQUIRE, CAS, READ, REASSERT, RELEASE};
 
 /// What a [`RedisStore`] does when Redis does not answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -86,9 +88,13 @@ pub struct RedisStore {
     prefix: Arc<str>,
     fail_mode: FailMode,
     op_timeout: Duration,
+    restart_grace: Duration,
     local: MemoryStore,
     shared: Arc<Shared>,
 }
+
+/// The default [`RedisStore::restart_grace`].
+const RESTART_GRACE: Duration = Duration::from_secs(3);
 
 /// Per-process state behind a [`RedisStore`] and its clones.
 struct Shared {
@@ -102,10 +108,17 @@ struct Shared {
     successes: Mutex<HashMap<String, (u32, Instant)>>,
     /// Budget deposits not yet written, and the last write.
     deposits: Mutex<(u32, Instant)>,
+    /// The leases this process holds (granted by Redis, or locally while
+    /// failing open): Redis key → (token, expiry), re-asserted by the
+    /// heartbeat.
+    held: Mutex<HashMap<String, (u64, Instant)>>,
+    /// Whether the task re-asserting `held` runs.
+    heartbeat: AtomicBool,
     read: Script,
     cas: Script,
     acquire: Script,
     release: Script,
+    reassert: Script,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -115,6 +128,7 @@ impl std::fmt::Debug for RedisStore {
             .field("prefix", &self.prefix)
             .field("fail_mode", &self.fail_mode)
             .field("op_timeout", &self.op_timeout)
+            .field("restart_grace", &self.restart_grace)
             .finish_non_exhaustive()
     }
 }
@@ -174,16 +188,20 @@ impl RedisStore {
             prefix: Arc::from("reqwest-backpressure:"),
             fail_mode: FailMode::Open,
             op_timeout: Duration::from_millis(500),
+            restart_grace: RESTART_GRACE,
             local: MemoryStore::new(),
             shared: Arc::new(Shared {
                 key_locks: Mutex::default(),
                 releasing: Mutex::default(),
                 successes: Mutex::default(),
                 deposits: Mutex::new((0, now)),
+                held: Mutex::default(),
+                heartbeat: AtomicBool::new(false),
                 read: Script::new(READ),
                 cas: Script::new(CAS),
                 acquire: Script::new(ACQUIRE),
                 release: Script::new(RELEASE),
+                reassert: Script::new(REASSERT),
             }),
         }
     }
@@ -209,6 +227,28 @@ impl RedisStore {
     #[must_use]
     pub fn op_timeout(mut self, timeout: Duration) -> Self {
         self.op_timeout = timeout;
+        self
+    }
+
+    /// How long after Redis starts no lease is given out when failing
+    /// closed (default 3 s).
+    ///
+    /// Leases live in Redis without persistence: when Redis restarts empty,
+    /// a key whose task is still running would look free to every other
+    /// process. Each process re-asserts the leases it holds about once a
+    /// second, so once Redis has
+    /// been up this long, every running task's lease is back. Until then a
+    /// store failing closed waits for the rest of the grace before taking a
+    /// lease, or, if the task's deadline comes first, fails with
+    /// `store_unavailable`. A store failing open does not wait (it may
+    /// lose exclusion for that long; see [`FailMode::Open`]). Keep it above
+    /// one second plus [`op_timeout`](Self::op_timeout); zero turns the
+    /// check off. A Redis that keeps its data across restarts
+    /// (`appendonly yes`) needs no grace, but the check costs it only this
+    /// wait after a restart.
+    #[must_use]
+    pub fn restart_grace(mut self, grace: Duration) -> Self {
+        self.restart_grace = grace;
         self
     }
 

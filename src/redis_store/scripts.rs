@@ -27,15 +27,51 @@ return {0, t[1], t[2], cur}
 
 /// Takes the lease KEYS[1] for token ARGV[1], TTL ARGV[2] ms; first frees it
 /// if it still holds ARGV[3], this process's own lease whose release has
-/// not reached Redis yet. 1 if taken, 0 if held by another task.
+/// not reached Redis yet. 1 if taken (or already ours: this process's
+/// re-assertion got there first), 0 if held by another task.
+///
+/// With ARGV[4] > 0 (failing closed, the restart grace in ms): while Redis
+/// has been up for less than that, leases lost in a restart may not have
+/// been re-asserted by their holders yet, so nothing is given out; the reply
+/// is then minus the ms left of the grace. `uptime_in_seconds` is whole
+/// seconds, possibly rounded up: one second is taken off.
 pub(super) const ACQUIRE: &str = r"
-if ARGV[3] ~= '' and redis.call('GET', KEYS[1]) == ARGV[3] then
+local grace = tonumber(ARGV[4])
+if grace > 0 then
+  local up = tonumber(string.match(redis.call('INFO', 'server'), 'uptime_in_seconds:(%d+)')) or 0
+  local up_ms = math.max(up - 1, 0) * 1000
+  if up_ms < grace then
+    return -(grace - up_ms)
+  end
+end
+local cur = redis.call('GET', KEYS[1])
+if cur == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+if ARGV[3] ~= '' and cur == ARGV[3] then
   redis.call('DEL', KEYS[1])
 end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return 1
 end
 return 0
+";
+
+/// Re-asserts this process's leases: for each KEYS[i], sets it to token
+/// ARGV[2i-1] with TTL ARGV[2i] ms if it is absent (lost in a restart or
+/// a flush). The number of keys found held by another token.
+pub(super) const REASSERT: &str = r"
+local lost = 0
+for i, k in ipairs(KEYS) do
+  local cur = redis.call('GET', k)
+  if not cur then
+    redis.call('SET', k, ARGV[2 * i - 1], 'PX', ARGV[2 * i])
+  elseif cur ~= ARGV[2 * i - 1] then
+    lost = lost + 1
+  end
+end
+return lost
 ";
 
 /// Deletes KEYS[1] if it holds ARGV[1].

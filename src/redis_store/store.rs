@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::{BUDGET_IDLE, RedisStore, millis};
+use super::{BUDGET_IDLE, FailMode, RedisStore, millis};
 use crate::budget::{BudgetState, RetryBudget};
 use crate::origin::{Admission, OriginState, PacingConfig};
 use crate::store::{LeaseToken, Outcome, Store, StoreError, lock};
@@ -46,17 +46,41 @@ impl Store for RedisStore {
         let stale = lock(&self.shared.releasing)
             .remove(&redis_key)
             .map(|(t, _)| t);
-        let mut conn = self.conn.clone();
-        let mut acquire = self.shared.acquire.prepare_invoke();
-        acquire
-            .key(&redis_key)
-            .arg(token.0)
-            .arg(millis(ttl))
-            .arg(stale.map_or_else(String::new, |t| t.to_string()));
-        let taken: Result<i64, StoreError> = self.round_trip(acquire.invoke_async(&mut conn)).await;
+        // Failing closed, the grace in ms (0: no check).
+        let grace = match self.fail_mode {
+            FailMode::Closed if !self.restart_grace.is_zero() => millis(self.restart_grace),
+            _ => 0,
+        };
+        let give_up = Instant::now() + ttl;
+        let taken: Result<i64, StoreError> = loop {
+            let mut conn = self.conn.clone();
+            let mut acquire = self.shared.acquire.prepare_invoke();
+            acquire
+                .key(&redis_key)
+                .arg(token.0)
+                .arg(millis(give_up.saturating_duration_since(Instant::now())))
+                .arg(stale.map_or_else(String::new, |t| t.to_string()))
+                .arg(grace);
+            match self.round_trip(acquire.invoke_async::<i64>(&mut conn)).await {
+                // Redis started less than the restart grace ago: wait for
+                // the rest of it (holders re-assert their leases meanwhile),
+                // unless the task's deadline comes first.
+                Ok(young @ ..0) => {
+                    let wait = Duration::from_millis(young.unsigned_abs());
+                    if Instant::now() + wait >= give_up {
+                        break Err(StoreError::new(
+                            "redis: restarted less than the restart grace ago; no lease given out yet",
+                        ));
+                    }
+                    tokio::time::sleep(wait).await;
+                }
+                other => break other,
+            }
+        };
         match taken {
             Ok(1) => {
                 pending.armed = false;
+                self.hold(redis_key, token.0, give_up);
                 Ok(Some(token))
             }
             Ok(_) => {
@@ -69,12 +93,17 @@ impl Store for RedisStore {
                 // Our own stale lease may still be there: try again later.
                 if let Some(stale) = stale {
                     lock(&self.shared.releasing)
-                        .entry(redis_key)
+                        .entry(redis_key.clone())
                         .or_insert((stale, Instant::now() + ttl));
                 }
                 let result = self
                     .guarded("acquire", Err(e), || std::future::ready(Ok(Some(token))))
                     .await;
+                if result.is_ok() {
+                    // Held locally; the heartbeat shares it once Redis
+                    // answers again.
+                    self.hold(redis_key, token.0, give_up);
+                }
                 // Failing open keeps the local lease; failing closed
                 // releases it, and the Redis one in case the ACQUIRE was
                 // applied after we stopped waiting.
@@ -99,6 +128,7 @@ impl Store for RedisStore {
             let expires = self.local.lease_expiry(key).unwrap_or_else(Instant::now);
             releasing.insert(redis_key.clone(), (token.0, expires));
         }
+        self.unhold(&redis_key, token.0);
         self.local.release(key, token);
         // Called from `Drop`: the compare-and-delete runs as its own task.
         // Without a runtime (or if it fails) the lease's TTL frees it.

@@ -256,3 +256,53 @@ async fn a_lease_that_timed_out_failing_closed_is_released_later() {
     })
     .await;
 }
+
+/// Failing closed, a Redis that has just started (or restarted empty) gives
+/// out no lease for the restart grace: a task whose deadline is shorter is
+/// refused with `store_unavailable` and sends nothing, one whose deadline
+/// allows waits until the grace has passed, then sends. Failing open sends
+/// at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_redis_gives_no_lease_within_the_restart_grace_failing_closed() {
+    bounded(Duration::from_secs(30), async {
+        let redis = RedisServer::start();
+        let started = Instant::now();
+        let grace = Duration::from_secs(4);
+        let closed = store(&redis, "rbp-grace:")
+            .await
+            .fail_mode(FailMode::Closed)
+            .restart_grace(grace);
+        let open = store(&redis, "rbp-grace:").await.restart_grace(grace);
+        let closed = client(closed, policy());
+        let open = client(open, policy());
+        let (server, arrivals) = scripted(|_, _| ResponseTemplate::new(200)).await;
+        let url = server.uri();
+
+        let r = post_keyed(&open, format!("{url}/open"), "open-1").send().await;
+        assert_eq!(code(&r), "ok 200 OK", "failing open does not wait");
+
+        let r = post_keyed(&closed, format!("{url}/short"), "short-1")
+            .with_extension(Deadline::after(Duration::from_millis(500)))
+            .send()
+            .await;
+        assert_eq!(code(&r), "store_unavailable");
+        assert!(arrivals.at("/short").is_empty(), "refused before any send");
+
+        let r = post_keyed(&closed, format!("{url}/long"), "long-1")
+            .with_extension(Deadline::after(Duration::from_secs(15)))
+            .send()
+            .await;
+        assert_eq!(code(&r), "ok 200 OK");
+        let sent = arrivals.at("/long");
+        assert_eq!(sent.len(), 1);
+        // Redis answered its first ping just before `started`; its uptime
+        // is counted in whole seconds with one taken off, so the grace may
+        // run up to a second longer, never shorter.
+        assert!(
+            sent[0].duration_since(started) >= grace - Duration::from_millis(100),
+            "sent {:?} after Redis started",
+            sent[0].duration_since(started)
+        );
+    })
+    .await;
+}
