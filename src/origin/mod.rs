@@ -118,8 +118,6 @@ const SLOW_START_STEP: f64 = 1.0;
 const RAISE_EVERY: Duration = Duration::from_secs(10);
 /// See [`RAISE_EVERY`].
 const RAISE_FACTOR: f64 = 1.1;
-/// Share of the first learned rate that is used as the pace.
-const PACE_MARGIN: f64 = 0.99;
 /// Multiplicative cut of a learned pace on a pushback while pacing.
 const CUT_FACTOR: f64 = 0.9;
 /// The deepest single cut of a learned pace.
@@ -127,6 +125,24 @@ const CUT_FLOOR: f64 = 0.5;
 /// An origin whose gate is open, whose queue is empty and that nobody used
 /// for this long is forgotten (by a store's sweep, or a shared key's TTL).
 pub(crate) const ORIGIN_IDLE: Duration = Duration::from_secs(300);
+
+/// Successes answered later than this after the period's first pushback
+/// are *late*: not reordered answers of the burst the server admitted
+/// before it started rejecting, but requests it admitted while it was
+/// rejecting others (a token bucket refilling, a GCRA cell freeing).
+const REORDER: Duration = Duration::from_millis(20);
+/// Spacing of batches beyond the server's own period: at least this, so
+/// that timer and network lateness never puts two batches into one of its
+/// windows, and a bucket refills fully between them.
+const BATCH_MARGIN: Duration = Duration::from_millis(20);
+/// [`BATCH_MARGIN`] as a share of the period, when that is more.
+const BATCH_MARGIN_SHARE: f64 = 0.02;
+/// The probe's head start over the rest of the first batch after a
+/// reopening, at least: its answer closes the gate again before the batch
+/// follows it into a rejection.
+const PROBE_GAP_MIN: Duration = Duration::from_millis(10);
+/// And at most.
+const PROBE_GAP_MAX: Duration = Duration::from_millis(50);
 
 /// How far ahead a slot is booked while the pace is still in slow start.
 const SLOW_START_AHEAD: Duration = Duration::from_secs(1);
@@ -152,10 +168,20 @@ pub struct OriginState {
     server_until: Duration,
     /// When the origin last answered a pushback with a zero time.
     last_zero: Option<Duration>,
-    /// Theoretical time of the next slot (GCRA's TAT) while pacing.
+    /// Smooth pacing: theoretical time of the next slot (GCRA's TAT).
+    /// Batches: the latest slot handed out.
     next_slot: Duration,
     /// Requests per second while pacing; 0 when not pacing.
     rate: f64,
+    /// Batches: how many requests leave per batch (0: smooth pacing).
+    batch: u32,
+    /// Batches: the least time from a batch's last slot to the next
+    /// batch (the server's period plus a margin).
+    batch_every: Duration,
+    /// Batches: slots left in the current batch.
+    batch_left: u32,
+    /// Batches: when the current batch leaves.
+    batch_start: Duration,
     /// Whether `rate` was learned from a measured period.
     learned: bool,
     /// Start of the current measuring period.
@@ -167,6 +193,13 @@ pub struct OriginState {
     relearn_at_reopen: bool,
     /// The first pushback of the current period.
     first_pushback: Option<Duration>,
+    /// The first rejection of the current period, a zero time included.
+    first_reject: Option<Duration>,
+    /// The last success of the current period.
+    last_success: Duration,
+    /// Successes of the current period more than [`REORDER`] after its
+    /// first rejection.
+    late: u32,
     /// When the pace was last set or raised.
     raised_at: Duration,
     /// Last time a task touched this origin.
@@ -188,11 +221,18 @@ impl OriginState {
             last_zero: None,
             next_slot: Duration::ZERO,
             rate: 0.0,
+            batch: 0,
+            batch_every: Duration::ZERO,
+            batch_left: 0,
+            batch_start: Duration::ZERO,
             learned: false,
             epoch_start: now,
             epoch_successes: 0,
             relearn_at_reopen: false,
             first_pushback: None,
+            first_reject: None,
+            last_success: now,
+            late: 0,
             raised_at: now,
             last_seen: now,
             quota_left: 0,
@@ -286,6 +326,13 @@ impl OriginState {
         if !(cfg.pace && self.rate > 0.0) {
             return now_or_probe;
         }
+        if self.batch > 0 {
+            if reopened {
+                // The probe: its slot was counted when the batch was set.
+                return now_or_probe;
+            }
+            return self.take_batch_slot(now, latest, now_or_probe);
+        }
         let slot = now.max(self.next_slot);
         let wait = slot - now;
         if wait > latest {
@@ -307,6 +354,36 @@ impl OriginState {
         }
     }
 
+    /// A slot in the current batch, or, once it is spent, in the next: no
+    /// earlier than [`batch_every`](Self::batch_every) after the last slot
+    /// handed out. So no span of `batch_every` ever holds more than one
+    /// batch's requests, whatever the server's shape: a fixed window sees
+    /// one batch per window, a sliding log never more than it admitted in
+    /// one period, and a bucket refills a batch between two.
+    fn take_batch_slot(&mut self, now: Duration, latest: Duration, go: Admission) -> Admission {
+        let new_batch = self.batch_left == 0;
+        let slot = if new_batch {
+            now.max(self.next_slot.saturating_add(self.batch_every))
+        } else {
+            now.max(self.batch_start)
+        };
+        let wait = slot - now;
+        if wait > latest {
+            return self.refuse(now, wait);
+        }
+        if new_batch {
+            self.batch_left = self.batch;
+            self.batch_start = slot;
+        }
+        self.batch_left -= 1;
+        self.next_slot = self.next_slot.max(slot);
+        if wait.is_zero() {
+            go
+        } else {
+            Admission::SlotReserved(wait)
+        }
+    }
+
     /// A refusal: the origin could take the task in `wait`, but never
     /// before the server's own time.
     fn refuse(&self, now: Duration, wait: Duration) -> Admission {
@@ -315,56 +392,108 @@ impl OriginState {
         }
     }
 
-    /// The gate reopens: learn the rate the origin admitted in the period
-    /// that just ended, and start a new one with a probe.
+    /// The gate reopens: learn what the origin admitted in the period that
+    /// just ended, and start a new one with a probe.
     ///
     /// The first time, the period is typically a burst answered by "come
     /// back in W": the server admitted that many per W (or, if sending went
-    /// on for longer than W before the first pushback, over that time). The
-    /// pace is 99% of it, so that timer lateness never tips one window of a
-    /// fixed-window server over its limit (one rejection costs every queued
-    /// task a whole `Retry-After`). Later, while pacing, the pushback itself
-    /// says the pace was too fast: the new pace is what was admitted until
-    /// the first pushback, and at most 90% of the old pace.
+    /// on for longer than W before the first pushback, proportionally
+    /// fewer). From then on the queue leaves in batches of that many, one
+    /// batch per W plus a margin ([`take_batch_slot`](Self::take_batch_slot)),
+    /// the first right after the probe: a fixed-window server is used to
+    /// the full from the start of each window, where a smooth pace would
+    /// spread each window's requests over it and finish a window late.
+    ///
+    /// A server that admitted requests *while* it was rejecting others
+    /// (answers more than [`REORDER`] after the first rejection: a token
+    /// bucket refilling, a GCRA cell freeing) is a bucket: the batch is
+    /// what it held at the start (the successes, less the late ones and
+    /// those its refill rate gave within `REORDER`), and the first batch
+    /// waits as long after the reopening as the bucket went on draining
+    /// after the first rejection, so that it has refilled.
+    ///
+    /// Later, while pacing, a pushback says the batch was too large: it is
+    /// cut by a tenth (at least one, at most half).
     fn reopen(&mut self) {
-        let successes = f64::from(self.epoch_successes);
-        let sending = self
-            .first_pushback
-            .unwrap_or(self.gate_until)
-            .saturating_sub(self.epoch_start);
-        let period = if self.learned {
-            sending
+        let gate = self.gate_until;
+        let span = self.gate_span;
+        if self.learned && self.batch > 0 {
+            let b = f64::from(self.batch);
+            let cut = to_count(b * CUT_FACTOR)
+                .min(self.batch - 1)
+                .max(to_count((b * CUT_FLOOR).ceil()))
+                .max(1);
+            self.batch = cut;
+            self.batch_every = self.batch_every.max(batch_every(span));
         } else {
-            sending.max(self.gate_span)
+            let sending = self
+                .first_pushback
+                .unwrap_or(gate)
+                .saturating_sub(self.epoch_start);
+            let period = sending.max(span).as_secs_f64();
+            let share = if period > 0.0 {
+                span.as_secs_f64() / period
+            } else {
+                0.0
+            };
+            let batch = to_count(self.admitted_in_period() * share);
+            if batch >= 1 {
+                self.batch = batch;
+                self.batch_every = batch_every(span);
+                self.learned = true;
+            } else {
+                self.rate = self.rate.max(MIN_RATE);
+            }
         }
-        .as_secs_f64();
-        let measured = if period > 0.0 {
-            successes / period
-        } else {
-            0.0
-        };
-        if self.learned {
-            // A multiplicative cut, bounded below: a probe rejected a few
-            // milliseconds after reopening measures nothing, and must not
-            // reset a learned pace to the floor.
-            self.rate = measured
-                .min(self.rate * CUT_FACTOR)
-                .max(self.rate * CUT_FLOOR)
-                .max(MIN_RATE);
-        } else if measured > 0.0 {
-            self.rate = (measured * PACE_MARGIN).max(MIN_RATE);
-            self.learned = true;
-        } else {
-            self.rate = self.rate.max(MIN_RATE);
+        self.next_slot = gate;
+        if self.batch > 0 {
+            self.rate = f64::from(self.batch) / self.batch_every.as_secs_f64();
+            // The probe leaves at the gate time (one slot of the batch);
+            // the rest after its head start, and after a bucket's drain.
+            let head = match self.first_reject {
+                Some(first) if self.late > 0 => self.last_success.saturating_sub(first).min(span),
+                _ => Duration::ZERO,
+            };
+            let gap = (self.batch_every / self.batch).clamp(PROBE_GAP_MIN, PROBE_GAP_MAX);
+            self.batch_left = self.batch - 1;
+            self.batch_start = gate + head + gap;
+            if self.batch_left > 0 {
+                self.next_slot = self.batch_start;
+            }
         }
         self.relearn_at_reopen = false;
         self.first_pushback = None;
-        self.epoch_start = self.gate_until;
+        self.first_reject = None;
+        self.late = 0;
+        self.last_success = gate;
+        self.epoch_start = gate;
         self.epoch_successes = 0;
-        self.raised_at = self.gate_until;
-        // The first slot at the gate time is the probe; the next comes one
-        // interval later.
-        self.next_slot = self.gate_until;
+        self.raised_at = gate;
+    }
+
+    /// How many requests the origin admitted at once in the period: its
+    /// successes, less those it admitted while rejecting others (the late
+    /// ones, and those the rate they arrived at gives within [`REORDER`]
+    /// of the first rejection).
+    fn admitted_in_period(&self) -> f64 {
+        let successes = f64::from(self.epoch_successes);
+        let Some(first) = self.first_reject else {
+            return successes;
+        };
+        if self.late == 0 {
+            return successes;
+        }
+        let late = f64::from(self.late);
+        let over = self
+            .last_success
+            .saturating_sub(first + REORDER)
+            .as_secs_f64();
+        let early_refill = if over > 0.0 {
+            (late / over * REORDER.as_secs_f64()).ceil()
+        } else {
+            late
+        };
+        (successes - late - early_refill).max(0.0)
     }
 
     /// A 2xx (or any non-pushback) answer arrived at `now`.
@@ -377,14 +506,37 @@ impl OriginState {
             self.epoch_start = now;
             self.epoch_successes = 0;
         }
+        if let Some(first) = self.first_reject {
+            if !self.relearn_at_reopen && now.saturating_sub(first) > ZERO_HOLD {
+                // A believed zero long ago that closed nothing: its period
+                // is not being measured.
+                self.first_reject = None;
+                self.late = 0;
+            } else if now > first + REORDER {
+                self.late = self.late.saturating_add(1);
+            }
+        }
+        self.last_success = self.last_success.max(now);
         self.epoch_successes = self.epoch_successes.saturating_add(1);
         if self.rate > 0.0 && !self.relearn_at_reopen {
             if !self.learned {
                 self.rate += SLOW_START_STEP;
             } else if now.saturating_sub(self.raised_at) >= RAISE_EVERY {
-                self.rate *= RAISE_FACTOR;
+                self.raise();
                 self.raised_at = now;
             }
+        }
+    }
+
+    /// A learned pace that ran [`RAISE_EVERY`] without a pushback rises.
+    fn raise(&mut self) {
+        if self.batch > 0 {
+            self.batch = self
+                .batch
+                .saturating_add(to_count(f64::from(self.batch) * (RAISE_FACTOR - 1.0)).max(1));
+            self.rate = f64::from(self.batch) / self.batch_every.as_secs_f64();
+        } else {
+            self.rate *= RAISE_FACTOR;
         }
     }
 
@@ -445,6 +597,7 @@ impl OriginState {
         if !cfg.gate {
             return;
         }
+        self.first_reject.get_or_insert(now);
         match retry_at {
             Some(at) if at > now => {
                 self.server_until = self.server_until.max(at);
@@ -473,11 +626,30 @@ impl OriginState {
             }
             None => {
                 // No usable server time: slow down without a gate.
-                if self.rate > 0.0 {
+                if self.batch > 0 {
+                    self.batch = (self.batch / 2).max(1);
+                    self.rate = f64::from(self.batch) / self.batch_every.as_secs_f64();
+                } else if self.rate > 0.0 {
                     self.rate = (self.rate * 0.5).max(MIN_RATE);
                 }
             }
         }
+    }
+}
+
+/// The spacing of batches for a server period `span`: the span plus
+/// [`BATCH_MARGIN`] or [`BATCH_MARGIN_SHARE`] of it, whichever is more.
+fn batch_every(span: Duration) -> Duration {
+    span + BATCH_MARGIN.max(span.mul_f64(BATCH_MARGIN_SHARE))
+}
+
+/// A non-negative count, rounded down (saturating).
+fn to_count(x: f64) -> u32 {
+    if x.is_finite() && x > 0.0 {
+        // Saturating: `as` clamps to the target's range.
+        x.floor() as u32
+    } else {
+        0
     }
 }
 

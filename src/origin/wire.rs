@@ -14,7 +14,7 @@ impl OriginState {
     #[must_use]
     pub fn encode(&self) -> String {
         format!(
-            "o4 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+            "o5 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
             nanos(self.gate_until),
             nanos(self.gate_span),
             nanos(self.server_until),
@@ -22,12 +22,20 @@ impl OriginState {
                 .map_or_else(|| "-".to_owned(), |t| nanos(t).to_string()),
             nanos(self.next_slot),
             self.rate,
+            self.batch,
+            nanos(self.batch_every),
+            self.batch_left,
+            nanos(self.batch_start),
             u8::from(self.learned),
             nanos(self.epoch_start),
             self.epoch_successes,
             u8::from(self.relearn_at_reopen),
             self.first_pushback
                 .map_or_else(|| "-".to_owned(), |t| nanos(t).to_string()),
+            self.first_reject
+                .map_or_else(|| "-".to_owned(), |t| nanos(t).to_string()),
+            nanos(self.last_success),
+            self.late,
             nanos(self.raised_at),
             nanos(self.last_seen),
             self.quota_left,
@@ -41,18 +49,25 @@ impl OriginState {
     pub fn decode(s: &str) -> Option<Self> {
         let f: Vec<&str> = s.split(' ').collect();
         let [
-            "o4",
+            "o5",
             gate,
             span,
             server,
             zero,
             next,
             rate,
+            batch,
+            every,
+            batch_left,
+            batch_start,
             learned,
             epoch,
             successes,
             closed,
             first,
+            reject,
+            last_success,
+            late,
             raised,
             seen,
             quota_left,
@@ -62,6 +77,10 @@ impl OriginState {
             return None;
         };
         let time = |v: &str| v.parse::<u64>().ok().map(Duration::from_nanos);
+        let maybe = |v: &str| match v {
+            "-" => Some(None),
+            v => time(v).map(Some),
+        };
         let flag = |v: &str| match v {
             "0" => Some(false),
             "1" => Some(true),
@@ -75,20 +94,21 @@ impl OriginState {
             gate_until: time(gate)?,
             gate_span: time(span)?,
             server_until: time(server)?,
-            last_zero: match *zero {
-                "-" => None,
-                v => Some(time(v)?),
-            },
+            last_zero: maybe(zero)?,
             next_slot: time(next)?,
             rate,
+            batch: batch.parse().ok()?,
+            batch_every: time(every)?,
+            batch_left: batch_left.parse().ok()?,
+            batch_start: time(batch_start)?,
             learned: flag(learned)?,
             epoch_start: time(epoch)?,
             epoch_successes: successes.parse().ok()?,
             relearn_at_reopen: flag(closed)?,
-            first_pushback: match *first {
-                "-" => None,
-                v => Some(time(v)?),
-            },
+            first_pushback: maybe(first)?,
+            first_reject: maybe(reject)?,
+            last_success: time(last_success)?,
+            late: late.parse().ok()?,
             raised_at: time(raised)?,
             last_seen: time(seen)?,
             quota_left: quota_left.parse().ok()?,

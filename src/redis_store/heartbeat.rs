@@ -52,8 +52,7 @@ impl RedisStore {
                 self.shared.heartbeat.store(false, Ordering::Release);
                 // A lease noted meanwhile saw the heartbeat running and
                 // started none: go on for it, unless another started.
-                if self.held_now().is_empty()
-                    || self.shared.heartbeat.swap(true, Ordering::AcqRel)
+                if self.held_now().is_empty() || self.shared.heartbeat.swap(true, Ordering::AcqRel)
                 {
                     return;
                 }

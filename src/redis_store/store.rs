@@ -61,7 +61,10 @@ impl Store for RedisStore {
                 .arg(millis(give_up.saturating_duration_since(Instant::now())))
                 .arg(stale.map_or_else(String::new, |t| t.to_string()))
                 .arg(grace);
-            match self.round_trip(acquire.invoke_async::<i64>(&mut conn)).await {
+            match self
+                .round_trip(acquire.invoke_async::<i64>(&mut conn))
+                .await
+            {
                 // Redis started less than the restart grace ago: wait for
                 // the rest of it (holders re-assert their leases meanwhile),
                 // unless the task's deadline comes first.

@@ -278,7 +278,9 @@ async fn a_fresh_redis_gives_no_lease_within_the_restart_grace_failing_closed() 
         let (server, arrivals) = scripted(|_, _| ResponseTemplate::new(200)).await;
         let url = server.uri();
 
-        let r = post_keyed(&open, format!("{url}/open"), "open-1").send().await;
+        let r = post_keyed(&open, format!("{url}/open"), "open-1")
+            .send()
+            .await;
         assert_eq!(code(&r), "ok 200 OK", "failing open does not wait");
 
         let r = post_keyed(&closed, format!("{url}/short"), "short-1")
