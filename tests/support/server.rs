@@ -188,6 +188,8 @@ pub struct ServerState {
     pub requests: u64,
     pub oks: u64,
     pub rejected: u64,
+    /// `429`s answered to a task's second or later send.
+    pub rejected_retries: u64,
     pub premature: u64,
     pub early_literal: u64,
     /// Requests without a task id.
@@ -232,6 +234,7 @@ impl ServerState {
             requests: 0,
             oks: 0,
             rejected: 0,
+            rejected_retries: 0,
             premature: 0,
             early_literal: 0,
             anonymous: 0,
@@ -355,6 +358,7 @@ impl ServerState {
             self.oks += 1;
         } else {
             self.rejected += 1;
+            self.rejected_retries += u64::from(retry);
         }
         self.premature += u64::from(premature);
         self.early_literal += u64::from(early_literal);
@@ -388,6 +392,12 @@ impl ServerState {
         };
         if let Some(ra) = v.retry_after {
             answer = answer.insert_header("retry-after", ra.to_string().as_str());
+            if self.shape == Shape::Gcra {
+                // tower-governor's default answer to a rejection.
+                answer = answer
+                    .insert_header("x-ratelimit-after", ra.to_string().as_str())
+                    .set_body_string(format!("Too Many Requests! Wait for {ra}s"));
+            }
         }
         if let Some((r, t)) = v.ratelimit {
             let cap = self.cap;

@@ -2,7 +2,15 @@
 //! ([`Verdict`]), and each shape's own state ([`Limit`]), which judges a
 //! request arriving at a given instant (no clock read here).
 
+use std::collections::VecDeque;
+use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
+
+use governor::clock::{Clock, FakeRelativeClock};
+use governor::middleware::NoOpMiddleware;
+use governor::nanos::Nanos;
+use governor::state::{InMemoryState, NotKeyed};
+use governor::{Quota, RateLimiter};
 
 const SECOND: Duration = Duration::from_secs(1);
 
@@ -31,6 +39,20 @@ pub enum Shape {
     /// Like [`Window`](Self::Window), but every fifth window admits nothing
     /// (a server that pushes back now and then, whatever the load).
     Spells,
+    /// At most `cap` admissions in any 1 s span (a log of admission times):
+    /// a request at `now` is admitted iff fewer than `cap` logged admissions
+    /// lie in `(now − 1 s, now]`. The rest get `Retry-After` = whole seconds,
+    /// rounded up (at least 1), until the oldest of those leaves the span;
+    /// the instant it allows is that oldest admission + 1 s.
+    SlidingLog,
+    /// GCRA as the `governor` crate implements it (a real
+    /// `governor::RateLimiter`, direct, `Quota::per_second(cap)`: a burst of
+    /// `cap`, then one every `1/cap` s), answering as tower-governor does
+    /// by default: `Retry-After` and `x-ratelimit-after` =
+    /// `wait_time_from(now).as_secs()`, *truncated* (so `0` for any wait
+    /// under a second), body `Too Many Requests! Wait for <n>s`. The instant
+    /// it allows is governor's `earliest_possible()`.
+    Gcra,
 }
 
 impl Shape {
@@ -41,6 +63,8 @@ impl Shape {
             Shape::RateLimitHeaders => "RateLimit headers",
             Shape::TruncatedZero => "truncated Retry-After: 0",
             Shape::Spells => "window, closed every fifth second",
+            Shape::SlidingLog => "sliding log",
+            Shape::Gcra => "GCRA (governor)",
         }
     }
 }
@@ -96,6 +120,14 @@ pub(super) enum Limit {
     },
     /// Windows starting at a request.
     Floating { start: Option<Instant>, used: u32 },
+    /// Admission times in the last second, oldest first.
+    SlidingLog { log: VecDeque<Instant> },
+    /// governor's limiter on a clock the server sets to each request's
+    /// arrival: nanoseconds since the epoch (its `Nanos(0)`).
+    Gcra {
+        limiter: RateLimiter<NotKeyed, InMemoryState, FakeRelativeClock, NoOpMiddleware<Nanos>>,
+        clock: FakeRelativeClock,
+    },
 }
 
 impl Limit {
@@ -119,6 +151,17 @@ impl Limit {
                 tokens: f64::from(cap),
                 refilled: None,
             },
+            Shape::SlidingLog => Limit::SlidingLog {
+                log: VecDeque::new(),
+            },
+            Shape::Gcra => {
+                let clock = FakeRelativeClock::default();
+                let quota = Quota::per_second(NonZeroU32::new(cap).unwrap_or(NonZeroU32::MIN));
+                Limit::Gcra {
+                    limiter: RateLimiter::direct_with_clock(quota, clock.clone()),
+                    clock,
+                }
+            }
         }
     }
 
@@ -204,6 +247,38 @@ impl Limit {
                 let end = begun + SECOND;
                 // Truncated, as Flask-Limiter does: 0 inside a 1 s window.
                 Err((end.duration_since(now).as_secs(), end))
+            }
+            Limit::SlidingLog { log } => {
+                while log
+                    .front()
+                    .is_some_and(|&t| now.duration_since(t) >= SECOND)
+                {
+                    log.pop_front();
+                }
+                match log.front() {
+                    Some(&oldest) if log.len() >= cap as usize => {
+                        let leaves = oldest + SECOND;
+                        Err((ceil_secs(leaves.duration_since(now)), leaves))
+                    }
+                    _ => {
+                        log.push_back(now);
+                        Ok(())
+                    }
+                }
+            }
+            Limit::Gcra { limiter, clock } => {
+                // The clock only goes forward: to this arrival, since the epoch.
+                let since_epoch = Duration::from(clock.now());
+                clock.advance(
+                    now.saturating_duration_since(epoch)
+                        .saturating_sub(since_epoch),
+                );
+                let Err(not_until) = limiter.check() else {
+                    return Ok(());
+                };
+                // What tower-governor sends: the wait, truncated to seconds.
+                let ra = not_until.wait_time_from(clock.now()).as_secs();
+                Err((ra, epoch + Duration::from(not_until.earliest_possible())))
             }
         }
     }
