@@ -78,6 +78,11 @@
 //! STORM_TIMEOUT=30               # seconds per row before partial figures are reported
 //! ```
 //!
+//! Large runs (`STORM_N=5000 STORM_CAP=500`) keep every task in flight at
+//! once: a client socket and a server socket each, in this process. The
+//! bench raises its soft open-file limit to `2 N + 256` (up to the hard
+//! limit) and warns if that is short (then raise it: `ulimit -n`).
+//!
 //! Run without `--bench` (as `cargo test --benches` does), it makes a quick
 //! smoke run of our rows only (N=60, CAP=30) unless `STORM_N`/`STORM_CAP` are
 //! set, and a 1 s steady load (8 workers, CAP=10) on the fixed window only.
@@ -145,6 +150,7 @@ fn main() -> ExitCode {
     }
 
     let cfg = Config::from_env();
+    raise_open_file_limit(&cfg);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -185,6 +191,23 @@ fn main() -> ExitCode {
     }
     println!("\nstorm: total {}", secs(whole.elapsed()));
     ExitCode::SUCCESS
+}
+
+/// Raises the soft open-file limit to what `N` tasks in flight at once need
+/// (a client socket and the server's socket each, in this process; the
+/// Redis row's workers inherit the limit), up to the hard limit; says so if
+/// that is not enough (raise the hard limit, e.g. `ulimit -Hn`, as root).
+fn raise_open_file_limit(cfg: &Config) {
+    let need = 2 * u64::from(cfg.n) + 256;
+    match rlimit::increase_nofile_limit(need) {
+        Ok(soft) if soft >= need => {}
+        Ok(soft) => eprintln!(
+            "storm: warning: open-file limit {soft}, below the {need} that N={} tasks in flight \
+             may need; rows may fail to connect (raise it: ulimit -n {need})",
+            cfg.n
+        ),
+        Err(e) => eprintln!("storm: warning: cannot read or raise the open-file limit: {e}"),
+    }
 }
 
 /// Starts the Redis row's `redis-server` if that row is asked for.
