@@ -61,7 +61,8 @@ pub(crate) struct Steady {
     pub(crate) duration: Duration,
     /// Its clients: the storm's, without the Redis row.
     pub(crate) clients: Vec<ClientKind>,
-    /// Its server shapes (`None` of the token bucket).
+    /// Its server shapes: the storm's windows (fixed, RateLimit headers,
+    /// truncated), none of the others.
     pub(crate) shapes: Vec<Shape>,
 }
 
@@ -127,9 +128,13 @@ impl Config {
             Some(s) if s.starts_with("bucket") || s == "token" => vec![Shape::Bucket],
             Some(s) if s.starts_with("ratelimit") => vec![Shape::RateLimitHeaders],
             Some(s) if s.starts_with("trunc") || s == "zero" => vec![Shape::TruncatedZero],
+            Some(s) if s.starts_with("sliding") || s == "log" => vec![Shape::SlidingLog],
+            Some(s) if s.starts_with("gcra") || s == "governor" => vec![Shape::Gcra],
             _ => vec![
                 Shape::Window,
                 Shape::Bucket,
+                Shape::SlidingLog,
+                Shape::Gcra,
                 Shape::RateLimitHeaders,
                 Shape::TruncatedZero,
             ],
@@ -154,7 +159,12 @@ impl Config {
             shapes: shapes
                 .iter()
                 .copied()
-                .filter(|&s| s != Shape::Bucket)
+                .filter(|&s| {
+                    matches!(
+                        s,
+                        Shape::Window | Shape::RateLimitHeaders | Shape::TruncatedZero
+                    )
+                })
                 // The smoke run: the fixed window only.
                 .take(if smoke { 1 } else { usize::MAX })
                 .collect(),
@@ -171,10 +181,33 @@ impl Config {
         }
     }
 
-    /// The last success of a perfect client: the `N`th admission, at the
-    /// start of window `N / CAP - 1` (or when the bucket has refilled
-    /// `N - CAP` tokens).
-    pub(crate) fn ideal(&self) -> Duration {
-        Duration::from_secs_f64((f64::from(self.n) / f64::from(self.cap) - 1.0).max(0.0))
+    /// The last success of a perfect client against `shape`: when the
+    /// server admits its `N`th request, since its first, if every request
+    /// is sent at the first instant it can be admitted.
+    ///
+    /// - Windows of 1 s (fixed, RateLimit headers, truncated: back-to-back
+    ///   windows from the first request) admit `CAP` at each window's
+    ///   start: the `N`th in window `ceil(N / CAP) − 1`, at its start.
+    /// - The sliding log admits `CAP` at 0, then each admission frees a slot
+    ///   1 s later: the `N`th at `(ceil(N / CAP) − 1)` s too.
+    /// - The token bucket and GCRA (`Quota::per_second(CAP)`, a burst of
+    ///   `CAP`) admit `CAP` at 0, then one every `1 / CAP` s: the `N`th at
+    ///   `(N − CAP) / CAP` s (0 if `N ≤ CAP`).
+    /// - Closed every fifth second: the windows'
+    ///   `m = ceil(N / CAP) − 1`th open window, window `m + m / 4`.
+    ///
+    /// For `N` a multiple of `CAP` all but the last are `N / CAP − 1` s.
+    pub(crate) fn ideal(&self, shape: Shape) -> Duration {
+        let (n, cap) = (u64::from(self.n), u64::from(self.cap.max(1)));
+        let windows = n.div_ceil(cap).saturating_sub(1);
+        match shape {
+            Shape::Window | Shape::RateLimitHeaders | Shape::TruncatedZero | Shape::SlidingLog => {
+                Duration::from_secs(windows)
+            }
+            Shape::Bucket | Shape::Gcra => {
+                Duration::from_secs_f64(n.saturating_sub(cap) as f64 / cap as f64)
+            }
+            Shape::Spells => Duration::from_secs(windows + windows / 4),
+        }
     }
 }

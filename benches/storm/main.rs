@@ -19,8 +19,9 @@
 //!    checked against the single-process row (within 10%). Without
 //!    `redis-server` on `PATH` only this row is skipped, with a message.
 //!
-//! Four server shapes, each row on a fresh server (new port, new origin) and
-//! a fresh client:
+//! Six server shapes (the test server's, `tests/support/server/shapes.rs`),
+//! one table each, each row on a fresh server (new port, new origin) and a
+//! fresh client:
 //!
 //! - **fixed window**: admits `CAP` requests per 1 s window (windows start at
 //!   the server's first request) and answers the rest `429` with
@@ -28,6 +29,13 @@
 //! - **token bucket**: capacity `CAP`, refilled `CAP` a second, starting
 //!   full; `429` with `Retry-After` = whole seconds until one token (at
 //!   least 1);
+//! - **sliding log**: at most `CAP` admissions in any 1 s span; `429` with
+//!   `Retry-After` = whole seconds until the oldest admission in the span
+//!   leaves it, rounded up (at least 1);
+//! - **GCRA (governor)**: the `governor` crate's limiter,
+//!   `Quota::per_second(CAP)` (a burst of `CAP`, then one every `1/CAP` s),
+//!   answering as tower-governor does: `429` with `Retry-After` and
+//!   `x-ratelimit-after` = the wait in whole seconds, truncated (so `0`);
 //! - **RateLimit headers**: the fixed window, sending the IETF draft fields
 //!   on every answer as express-rate-limit 8 does (`RateLimit: "<CAP>-in-1sec";
 //!   r=<remaining>; t=<seconds to reset, rounded up, ≥ 1>`, `RateLimit-Policy:
@@ -37,6 +45,12 @@
 //!   `Retry-After` = whole seconds left, truncated (so `0`), as
 //!   Flask-Limiter does. Premature there: a send into the window that had
 //!   already rejected that task.
+//!
+//! Each table's columns: tasks that got their `200`, requests and `429`s the
+//! server saw, *`429`s on retries* (answered to a task's second or later
+//! send: a client pacing its retries right has none after the first burst),
+//! premature sends, failed tasks, the last success, and the shape's ideal
+//! last success ([`Config::ideal`]).
 //!
 //! Then a steady-load scenario ([`steady`]): 40 workers each looping (send,
 //! wait for the answer, send again) for 8 s against a server admitting 50 a
@@ -48,19 +62,26 @@
 //! carries an `x-task` header; the server remembers, per task, the instant
 //! its last `429` allowed (fixed window: the start of the window the
 //! `Retry-After` pointed to; token bucket: the `429`'s arrival plus
-//! `Retry-After`), and counts a later request of that task that arrives
-//! before it. All times are the server's own arrival times.
+//! `Retry-After`; sliding log: when the oldest admission leaves the span;
+//! GCRA: governor's `earliest_possible()`), and counts a later request of
+//! that task that arrives before it. All times are the server's own arrival
+//! times.
 //!
 //! ```text
 //! cargo bench --bench storm
 //! cargo bench --features redis --bench storm    # + the 4-process Redis row
 //! STORM_N=500 STORM_CAP=100      # defaults
 //! STORM_ONLY=backpressure        # only reqwest-backpressure's rows (Redis row included)
-//! STORM_SHAPE=window|bucket|ratelimit|truncated   # only one server shape
+//! STORM_SHAPE=window|bucket|sliding|gcra|ratelimit|truncated   # only one server shape
 //! STORM_STEADY_WORKERS=40 STORM_STEADY_CAP=50 STORM_STEADY_SECS=8   # steady load
 //! STORM_VERBOSE=1                # per-window breakdown of our rows (STORM_VERBOSE=all: every row)
 //! STORM_TIMEOUT=30               # seconds per row before partial figures are reported
 //! ```
+//!
+//! Large runs (`STORM_N=5000 STORM_CAP=500`) keep every task in flight at
+//! once: a client socket and a server socket each, in this process. The
+//! bench raises its soft open-file limit to `2 N + 256` (up to the hard
+//! limit) and warns if that is short (then raise it: `ulimit -n`).
 //!
 //! Run without `--bench` (as `cargo test --benches` does), it makes a quick
 //! smoke run of our rows only (N=60, CAP=30) unless `STORM_N`/`STORM_CAP` are
@@ -102,7 +123,7 @@ use breakdown::details;
 use config::{ClientKind, Config, Verbose};
 use harness::run_row;
 use outcome::Row;
-use report::{secs, table, targets};
+use report::{secs, tables, targets};
 use server::Shape;
 
 /// Rows that could not run, and why.
@@ -129,15 +150,15 @@ fn main() -> ExitCode {
     }
 
     let cfg = Config::from_env();
+    raise_open_file_limit(&cfg);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("tokio runtime");
     println!(
-        "storm: N={} tasks, CAP={} per second, ideal last success {} (N/CAP − 1 s), {} s limit per row{}",
+        "storm: N={} tasks, CAP={} per second, {} s limit per row{}",
         cfg.n,
         cfg.cap,
-        secs(cfg.ideal()),
         cfg.timeout.as_secs(),
         if cfg.smoke {
             " — smoke run (no --bench): `cargo bench --bench storm` for the full run"
@@ -170,6 +191,23 @@ fn main() -> ExitCode {
     }
     println!("\nstorm: total {}", secs(whole.elapsed()));
     ExitCode::SUCCESS
+}
+
+/// Raises the soft open-file limit to what `N` tasks in flight at once need
+/// (a client socket and the server's socket each, in this process; the
+/// Redis row's workers inherit the limit), up to the hard limit; says so if
+/// that is not enough (raise the hard limit, e.g. `ulimit -Hn`, as root).
+fn raise_open_file_limit(cfg: &Config) {
+    let need = 2 * u64::from(cfg.n) + 256;
+    match rlimit::increase_nofile_limit(need) {
+        Ok(soft) if soft >= need => {}
+        Ok(soft) => eprintln!(
+            "storm: warning: open-file limit {soft}, below the {need} that N={} tasks in flight \
+             may need; rows may fail to connect (raise it: ulimit -n {need})",
+            cfg.n
+        ),
+        Err(e) => eprintln!("storm: warning: cannot read or raise the open-file limit: {e}"),
+    }
 }
 
 /// Starts the Redis row's `redis-server` if that row is asked for.
@@ -253,16 +291,18 @@ fn run_steady_rows(cfg: &Config, runtime: &tokio::runtime::Runtime) -> Vec<stead
     rows
 }
 
-/// The summary table, what "premature" means, and the rows skipped.
+/// The tables, one per shape, what "premature" means, and the rows
+/// skipped.
 fn print_table(cfg: &Config, rows: &[Row], skipped: &Skipped) {
-    println!();
-    print!("{}", table(cfg, rows));
+    print!("{}", tables(cfg, rows));
     println!(
         "\npremature: a task's request arriving before the instant its last 429 allowed \
          (fixed window: the next window's start; token bucket: 429 arrival + Retry-After; \
-         RateLimit headers: the next window's start, which its t names, rounded up; \
+         sliding log: when the oldest admission in the span leaves it; GCRA: governor's \
+         earliest possible instant, which its Retry-After: 0 does not name; RateLimit headers: the next window's start, which its t names, rounded up; \
          truncated Retry-After: 0: a send into the window that had already rejected that \
-         task, the 429 naming no time), measured server-side. Last success: since the row started, client-side{}.",
+         task, the 429 naming no time), measured server-side. 429s on retries: answered to \
+         a task's second or later send. Last success: since the row started, client-side{}.",
         if rows.iter().any(|r| r.client.multi_process()) {
             " (the Redis row: the latest of its workers' last successes, each since \
              the shared instant they all started their tasks at)"

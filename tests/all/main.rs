@@ -13,6 +13,7 @@ mod ratelimit;
 mod redis;
 mod reliability;
 mod review_fixes;
+mod server_shapes;
 
 /// The test server (arrival log, rate-limited server), shared with the storm
 /// bench and the demo.

@@ -10,8 +10,8 @@
 //!
 //! Adding a server shape (a sliding log, "`Retry-After: 0` inside a closed
 //! window", …) is one [`Shape`] variant, its state in [`Limit`] and one arm
-//! of [`Limit::admit`]: the transport, the per-task records and the counts
-//! stay shared.
+//! of [`Limit::admit`], all in `server/shapes.rs`: the transport, the
+//! per-task records and the counts stay shared.
 
 #![allow(dead_code)]
 
@@ -21,8 +21,6 @@ use std::time::{Duration, Instant};
 
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
-
-const SECOND: Duration = Duration::from_secs(1);
 
 /// Locks `m`, even if a panicking holder poisoned it.
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -145,207 +143,11 @@ impl Arrivals {
 
 // ------------------------------------------------------------ shapes
 
-/// How a [`LimitedServer`] admits requests.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Shape {
-    /// `cap` requests per 1 s window (windows start at the server's epoch);
-    /// the rest get `Retry-After` = whole seconds to the next window (at
-    /// least 1), and may come back at the next window's start.
-    Window,
-    /// Capacity `cap`, refilled `cap` a second, starting full; `Retry-After`
-    /// = whole seconds until one token (at least 1), counted from the `429`.
-    Bucket,
-    /// The [`Window`](Shape::Window) limit, speaking the IETF draft fields
-    /// on every answer (`200`s too) as express-rate-limit 8 does:
-    /// `RateLimit: "<cap>-in-1sec"; r=<remaining>; t=<seconds to the next
-    /// window, rounded up, at least 1>` and `RateLimit-Policy:
-    /// "<cap>-in-1sec"; q=<cap>; w=1`; its `429`s carry no `Retry-After`.
-    RateLimitHeaders,
-    /// `cap` requests per 1 s window, a window starting at the first request
-    /// after the last one ended (not on the epoch's seconds); the rest get
-    /// `Retry-After` = whole seconds left in the window, *truncated* (so `0`
-    /// inside a closed window), as Flask-Limiter does. A task's send before
-    /// the end of the window that rejected it is premature.
-    TruncatedZero,
-    /// Like [`Window`](Self::Window), but every fifth window admits nothing
-    /// (a server that pushes back now and then, whatever the load).
-    Spells,
-}
+#[path = "server/shapes.rs"]
+mod shapes;
 
-impl Shape {
-    pub fn name(self) -> &'static str {
-        match self {
-            Shape::Window => "fixed window",
-            Shape::Bucket => "token bucket",
-            Shape::RateLimitHeaders => "RateLimit headers",
-            Shape::TruncatedZero => "truncated Retry-After: 0",
-            Shape::Spells => "window, closed every fifth second",
-        }
-    }
-}
-
-/// What a [`Limit`] decided about one request.
-#[derive(Debug, Clone, Copy)]
-pub struct Verdict {
-    pub ok: bool,
-    /// The `Retry-After` of a `429`, in whole seconds (`None`: not sent).
-    pub retry_after: Option<u64>,
-    /// The `RateLimit` fields, `(r, t)`, if the shape sends them.
-    pub ratelimit: Option<(u32, u64)>,
-    /// A `429`'s instant it allows the task's next request.
-    pub allowed: Option<Instant>,
-    /// A `429`'s literal reading: the time it names from its arrival.
-    pub names: Duration,
-}
-
-impl Verdict {
-    fn admitted() -> Self {
-        Verdict {
-            ok: true,
-            retry_after: None,
-            ratelimit: None,
-            allowed: None,
-            names: Duration::ZERO,
-        }
-    }
-
-    fn rejected(retry_after: u64, allowed: Instant) -> Self {
-        Verdict {
-            ok: false,
-            retry_after: Some(retry_after),
-            ratelimit: None,
-            allowed: Some(allowed),
-            names: Duration::from_secs(retry_after),
-        }
-    }
-}
-
-/// A shape's own state.
-#[derive(Debug)]
-enum Limit {
-    Window {
-        window: u64,
-        used: u32,
-        /// Every `n`-th window admits nothing.
-        closed_every: Option<u64>,
-    },
-    Bucket {
-        tokens: f64,
-        refilled: Option<Instant>,
-    },
-    /// Windows starting at a request.
-    Floating { start: Option<Instant>, used: u32 },
-}
-
-impl Limit {
-    fn new(shape: Shape, cap: u32) -> Self {
-        match shape {
-            Shape::Window | Shape::RateLimitHeaders => Limit::Window {
-                window: 0,
-                used: 0,
-                closed_every: None,
-            },
-            Shape::Spells => Limit::Window {
-                window: 0,
-                used: 0,
-                closed_every: Some(5),
-            },
-            Shape::TruncatedZero => Limit::Floating {
-                start: None,
-                used: 0,
-            },
-            Shape::Bucket => Limit::Bucket {
-                tokens: f64::from(cap),
-                refilled: None,
-            },
-        }
-    }
-
-    /// Judges a request of a `shape` server arriving at `now`.
-    fn verdict(&mut self, shape: Shape, cap: u32, epoch: Instant, now: Instant) -> Verdict {
-        let verdict = match self.admit(cap, epoch, now) {
-            Ok(()) => Verdict::admitted(),
-            Err((ra, allowed)) => Verdict::rejected(ra, allowed),
-        };
-        if shape != Shape::RateLimitHeaders {
-            return verdict;
-        }
-        let Limit::Window { window, used, .. } = self else {
-            return verdict;
-        };
-        let next = epoch + SECOND * u32::try_from(*window + 1).unwrap_or(u32::MAX);
-        let t = ceil_secs(next.saturating_duration_since(now));
-        Verdict {
-            retry_after: None,
-            ratelimit: Some((cap.saturating_sub(*used), t)),
-            names: if verdict.ok {
-                Duration::ZERO
-            } else {
-                Duration::from_secs(t)
-            },
-            ..verdict
-        }
-    }
-
-    /// Admits at `now`, or returns (`Retry-After` in whole seconds, the
-    /// instant it allows).
-    fn admit(&mut self, cap: u32, epoch: Instant, now: Instant) -> Result<(), (u64, Instant)> {
-        match self {
-            Limit::Window {
-                window,
-                used,
-                closed_every,
-            } => {
-                let k = now.duration_since(epoch).as_secs();
-                if k != *window {
-                    *window = k;
-                    *used = 0;
-                }
-                let closed = closed_every.is_some_and(|n| k % n == n - 1);
-                if *used < cap && !closed {
-                    *used += 1;
-                    return Ok(());
-                }
-                let next = epoch + SECOND * u32::try_from(k + 1).unwrap_or(u32::MAX);
-                Err((ceil_secs(next.duration_since(now)), next))
-            }
-            Limit::Bucket { tokens, refilled } => {
-                let cap = f64::from(cap);
-                let last = *refilled.get_or_insert(now);
-                *tokens = (*tokens + now.duration_since(last).as_secs_f64() * cap).min(cap);
-                *refilled = Some(now);
-                if *tokens >= 1.0 {
-                    *tokens -= 1.0;
-                    return Ok(());
-                }
-                let until_token = Duration::from_secs_f64((1.0 - *tokens) / cap);
-                let ra = ceil_secs(until_token);
-                Err((ra, now + Duration::from_secs(ra)))
-            }
-            Limit::Floating { start, used } => {
-                let begun = match *start {
-                    Some(s) if now < s + SECOND => s,
-                    _ => {
-                        *used = 0;
-                        *start.insert(now)
-                    }
-                };
-                if *used < cap {
-                    *used += 1;
-                    return Ok(());
-                }
-                let end = begun + SECOND;
-                // Truncated, as Flask-Limiter does: 0 inside a 1 s window.
-                Err((end.duration_since(now).as_secs(), end))
-            }
-        }
-    }
-}
-
-/// Whole seconds, rounded up, at least 1.
-fn ceil_secs(d: Duration) -> u64 {
-    (d.as_secs() + u64::from(d.subsec_nanos() > 0)).max(1)
-}
+use shapes::Limit;
+pub use shapes::{Shape, Verdict};
 
 // ------------------------------------------------------------ the limiter
 
@@ -386,6 +188,8 @@ pub struct ServerState {
     pub requests: u64,
     pub oks: u64,
     pub rejected: u64,
+    /// `429`s answered to a task's second or later send.
+    pub rejected_retries: u64,
     pub premature: u64,
     pub early_literal: u64,
     /// Requests without a task id.
@@ -430,6 +234,7 @@ impl ServerState {
             requests: 0,
             oks: 0,
             rejected: 0,
+            rejected_retries: 0,
             premature: 0,
             early_literal: 0,
             anonymous: 0,
@@ -553,6 +358,7 @@ impl ServerState {
             self.oks += 1;
         } else {
             self.rejected += 1;
+            self.rejected_retries += u64::from(retry);
         }
         self.premature += u64::from(premature);
         self.early_literal += u64::from(early_literal);
@@ -586,6 +392,12 @@ impl ServerState {
         };
         if let Some(ra) = v.retry_after {
             answer = answer.insert_header("retry-after", ra.to_string().as_str());
+            if self.shape == Shape::Gcra {
+                // tower-governor's default answer to a rejection.
+                answer = answer
+                    .insert_header("x-ratelimit-after", ra.to_string().as_str())
+                    .set_body_string(format!("Too Many Requests! Wait for {ra}s"));
+            }
         }
         if let Some((r, t)) = v.ratelimit {
             let cap = self.cap;

@@ -104,6 +104,8 @@ fn key_prefix(shape: Shape) -> String {
             Shape::RateLimitHeaders => "ratelimit",
             Shape::TruncatedZero => "truncated",
             Shape::Spells => "spells",
+            Shape::SlidingLog => "sliding",
+            Shape::Gcra => "gcra",
         },
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
