@@ -126,17 +126,17 @@ const CUT_FLOOR: f64 = 0.5;
 /// for this long is forgotten (by a store's sweep, or a shared key's TTL).
 pub(crate) const ORIGIN_IDLE: Duration = Duration::from_secs(300);
 
-/// Successes answered later than this after the period's first pushback
-/// are *late*: not reordered answers of the burst the server admitted
-/// before it started rejecting, but requests it admitted while it was
-/// rejecting others (a token bucket refilling, a GCRA cell freeing).
-const REORDER: Duration = Duration::from_millis(20);
-/// Spacing of batches beyond the server's own period: at least this, so
-/// that timer and network lateness never puts two batches into one of its
-/// windows, and a bucket refills fully between them.
+/// Spacing of batches beyond the server's own period: at least this (or
+/// the spread of the period's successes, when more), so that timer and
+/// network lateness never puts two batches into one of its windows, and a
+/// bucket refills fully between them.
 const BATCH_MARGIN: Duration = Duration::from_millis(20);
 /// [`BATCH_MARGIN`] as a share of the period, when that is more.
 const BATCH_MARGIN_SHARE: f64 = 0.02;
+/// A batch is spread over this much more than the period's successes
+/// took: the answers' own spread, as the client sees it, is the server's
+/// give or take its scheduling.
+const SPREAD_MARGIN: f64 = 1.25;
 /// The probe's head start over the rest of the first batch after a
 /// reopening, at least: its answer closes the gate again before the batch
 /// follows it into a rejection.
@@ -182,6 +182,8 @@ pub struct OriginState {
     batch_left: u32,
     /// Batches: when the current batch leaves.
     batch_start: Duration,
+    /// Batches: the span a batch's slots are spread evenly over.
+    batch_spread: Duration,
     /// Whether `rate` was learned from a measured period.
     learned: bool,
     /// Start of the current measuring period.
@@ -193,13 +195,13 @@ pub struct OriginState {
     relearn_at_reopen: bool,
     /// The first pushback of the current period.
     first_pushback: Option<Duration>,
-    /// The first rejection of the current period, a zero time included.
-    first_reject: Option<Duration>,
-    /// The last success of the current period.
-    last_success: Duration,
-    /// Successes of the current period more than [`REORDER`] after its
-    /// first rejection.
-    late: u32,
+    /// Whether the current period saw a rejection (not only a quota the
+    /// server said was spent).
+    rejected: bool,
+    /// The first and last answer (success or rejection) of the current
+    /// period.
+    first_answer: Option<Duration>,
+    last_answer: Duration,
     /// When the pace was last set or raised.
     raised_at: Duration,
     /// Last time a task touched this origin.
@@ -225,14 +227,15 @@ impl OriginState {
             batch_every: Duration::ZERO,
             batch_left: 0,
             batch_start: Duration::ZERO,
+            batch_spread: Duration::ZERO,
             learned: false,
             epoch_start: now,
             epoch_successes: 0,
             relearn_at_reopen: false,
             first_pushback: None,
-            first_reject: None,
-            last_success: now,
-            late: 0,
+            rejected: false,
+            first_answer: None,
+            last_answer: now,
             raised_at: now,
             last_seen: now,
             quota_left: 0,
@@ -291,9 +294,7 @@ impl OriginState {
             return Admission::Now;
         }
         let reopened = self.relearn_at_reopen && now >= self.gate_until;
-        if reopened {
-            self.reopen();
-        }
+        let probe_counted = reopened && self.reopen();
         let now_or_probe = if reopened {
             Admission::Reopened
         } else {
@@ -327,7 +328,7 @@ impl OriginState {
             return now_or_probe;
         }
         if self.batch > 0 {
-            if reopened {
+            if probe_counted {
                 // The probe: its slot was counted when the batch was set.
                 return now_or_probe;
             }
@@ -362,18 +363,20 @@ impl OriginState {
     /// one period, and a bucket refills a batch between two.
     fn take_batch_slot(&mut self, now: Duration, latest: Duration, go: Admission) -> Admission {
         let new_batch = self.batch_left == 0;
-        let slot = if new_batch {
-            now.max(self.next_slot.saturating_add(self.batch_every))
+        let (start, taken) = if new_batch {
+            (now.max(self.next_slot.saturating_add(self.batch_every)), 0)
         } else {
-            now.max(self.batch_start)
+            (self.batch_start, self.batch - self.batch_left)
         };
+        let offset = self.slot_offset(taken);
+        let slot = now.max(start + offset);
         let wait = slot - now;
         if wait > latest {
             return self.refuse(now, wait);
         }
         if new_batch {
             self.batch_left = self.batch;
-            self.batch_start = slot;
+            self.batch_start = start;
         }
         self.batch_left -= 1;
         self.next_slot = self.next_slot.max(slot);
@@ -382,6 +385,12 @@ impl OriginState {
         } else {
             Admission::SlotReserved(wait)
         }
+    }
+
+    /// When the `i`-th slot of a batch leaves, from the batch's start:
+    /// evenly over the spread.
+    fn slot_offset(&self, i: u32) -> Duration {
+        self.batch_spread * i / self.batch.max(1)
     }
 
     /// A refusal: the origin could take the task in `wait`, but never
@@ -404,27 +413,33 @@ impl OriginState {
     /// the full from the start of each window, where a smooth pace would
     /// spread each window's requests over it and finish a window late.
     ///
-    /// A server that admitted requests *while* it was rejecting others
-    /// (answers more than [`REORDER`] after the first rejection: a token
-    /// bucket refilling, a GCRA cell freeing) is a bucket: the batch is
-    /// what it held at the start (the successes, less the late ones and
-    /// those its refill rate gave within `REORDER`), and the first batch
-    /// waits as long after the reopening as the bucket went on draining
-    /// after the first rejection, so that it has refilled.
+    /// Each batch is spread over the time its successes took to arrive in
+    /// the measured period, X, and the next batch leaves W plus a margin
+    /// after the last slot of the one before. A token bucket drained by a burst admits its capacity and
+    /// then what it refills while the burst lasts, and nothing the client
+    /// sees tells it from a window that admitted as many (the answers of a
+    /// burst arrive in any order). Spread and spaced so, the batch never
+    /// outruns the bucket's refill, and the first waits X after the probe so
+    /// that the bucket has refilled what it admitted late. A window pays X
+    /// per period for it.
     ///
     /// Later, while pacing, a pushback says the batch was too large: it is
     /// cut by a tenth (at least one, at most half).
-    fn reopen(&mut self) {
+    fn reopen(&mut self) -> bool {
         let gate = self.gate_until;
         let span = self.gate_span;
+        // Batches booked beyond the gate (the gate closed on a spent quota
+        // while they waited) stand: the queue goes on as booked.
+        let mut restart = true;
         if self.learned && self.batch > 0 {
-            let b = f64::from(self.batch);
-            let cut = to_count(b * CUT_FACTOR)
-                .min(self.batch - 1)
-                .max(to_count((b * CUT_FLOOR).ceil()))
-                .max(1);
-            self.batch = cut;
-            self.batch_every = self.batch_every.max(batch_every(span));
+            if self.rejected {
+                let b = f64::from(self.batch);
+                self.batch = to_count(b * CUT_FACTOR)
+                    .min(self.batch - 1)
+                    .max(to_count((b * CUT_FLOOR).ceil()))
+                    .max(1);
+            }
+            restart = self.next_slot <= gate;
         } else {
             let sending = self
                 .first_pushback
@@ -436,64 +451,50 @@ impl OriginState {
             } else {
                 0.0
             };
-            let batch = to_count(self.admitted_in_period() * share);
+            let batch = to_count(f64::from(self.epoch_successes) * share);
             if batch >= 1 {
+                // A burst's spread (its answers' span); successes over a
+                // long period came at a pace the server kept up with.
+                let spread = match self.first_answer {
+                    Some(first) if sending <= span => {
+                        self.last_answer.saturating_sub(first).min(span / 4)
+                    }
+                    _ => Duration::ZERO,
+                };
                 self.batch = batch;
+                self.batch_spread = spread.mul_f64(SPREAD_MARGIN);
                 self.batch_every = batch_every(span);
                 self.learned = true;
             } else {
                 self.rate = self.rate.max(MIN_RATE);
             }
         }
-        self.next_slot = gate;
         if self.batch > 0 {
             self.rate = f64::from(self.batch) / self.batch_every.as_secs_f64();
+        }
+        let probe_counted = restart && self.batch > 0;
+        if restart {
+            self.next_slot = gate;
+        }
+        if probe_counted {
             // The probe leaves at the gate time (one slot of the batch);
-            // the rest after its head start, and after a bucket's drain.
-            let head = match self.first_reject {
-                Some(first) if self.late > 0 => self.last_success.saturating_sub(first).min(span),
-                _ => Duration::ZERO,
-            };
+            // the rest after its head start and the spread.
             let gap = (self.batch_every / self.batch).clamp(PROBE_GAP_MIN, PROBE_GAP_MAX);
             self.batch_left = self.batch - 1;
-            self.batch_start = gate + head + gap;
+            self.batch_start = gate + gap.max(self.batch_spread);
             if self.batch_left > 0 {
                 self.next_slot = self.batch_start;
             }
         }
         self.relearn_at_reopen = false;
         self.first_pushback = None;
-        self.first_reject = None;
-        self.late = 0;
-        self.last_success = gate;
+        self.rejected = false;
+        self.first_answer = None;
+        self.last_answer = gate;
         self.epoch_start = gate;
         self.epoch_successes = 0;
         self.raised_at = gate;
-    }
-
-    /// How many requests the origin admitted at once in the period: its
-    /// successes, less those it admitted while rejecting others (the late
-    /// ones, and those the rate they arrived at gives within [`REORDER`]
-    /// of the first rejection).
-    fn admitted_in_period(&self) -> f64 {
-        let successes = f64::from(self.epoch_successes);
-        let Some(first) = self.first_reject else {
-            return successes;
-        };
-        if self.late == 0 {
-            return successes;
-        }
-        let late = f64::from(self.late);
-        let over = self
-            .last_success
-            .saturating_sub(first + REORDER)
-            .as_secs_f64();
-        let early_refill = if over > 0.0 {
-            (late / over * REORDER.as_secs_f64()).ceil()
-        } else {
-            late
-        };
-        (successes - late - early_refill).max(0.0)
+        probe_counted
     }
 
     /// A 2xx (or any non-pushback) answer arrived at `now`.
@@ -505,18 +506,10 @@ impl OriginState {
         {
             self.epoch_start = now;
             self.epoch_successes = 0;
+            self.first_answer = None;
         }
-        if let Some(first) = self.first_reject {
-            if !self.relearn_at_reopen && now.saturating_sub(first) > ZERO_HOLD {
-                // A believed zero long ago that closed nothing: its period
-                // is not being measured.
-                self.first_reject = None;
-                self.late = 0;
-            } else if now > first + REORDER {
-                self.late = self.late.saturating_add(1);
-            }
-        }
-        self.last_success = self.last_success.max(now);
+        self.first_answer.get_or_insert(now);
+        self.last_answer = self.last_answer.max(now);
         self.epoch_successes = self.epoch_successes.saturating_add(1);
         if self.rate > 0.0 && !self.relearn_at_reopen {
             if !self.learned {
@@ -556,7 +549,7 @@ impl OriginState {
             }
             Outcome::Exhausted { reset_in } => {
                 self.on_success(now);
-                self.on_pushback(cfg, now, now.checked_add(reset_in));
+                self.hold(cfg, now, now.checked_add(reset_in));
             }
             Outcome::Quota {
                 remaining,
@@ -593,11 +586,21 @@ impl OriginState {
     /// [`max_gate`](PacingConfig::max_gate) (keeping a later time already
     /// set), and cuts the pace.
     pub fn on_pushback(&mut self, cfg: PacingConfig, now: Duration, retry_at: Option<Duration>) {
+        if cfg.gate {
+            self.rejected = true;
+            self.first_answer.get_or_insert(now);
+            self.last_answer = self.last_answer.max(now);
+        }
+        self.hold(cfg, now, retry_at);
+    }
+
+    /// Closes the gate until `retry_at` (see [`on_pushback`](Self::on_pushback)),
+    /// for a rejection or a spent quota.
+    fn hold(&mut self, cfg: PacingConfig, now: Duration, retry_at: Option<Duration>) {
         self.last_seen = now;
         if !cfg.gate {
             return;
         }
-        self.first_reject.get_or_insert(now);
         match retry_at {
             Some(at) if at > now => {
                 self.server_until = self.server_until.max(at);
@@ -619,7 +622,7 @@ impl OriginState {
                 {
                     self.last_zero = None;
                     let hold = ZERO_HOLD.min(cfg.max_gate);
-                    self.on_pushback(cfg, now, now.checked_add(hold));
+                    self.hold(cfg, now, now.checked_add(hold));
                 } else {
                     self.last_zero = Some(now);
                 }
