@@ -126,17 +126,12 @@ const CUT_FLOOR: f64 = 0.5;
 /// for this long is forgotten (by a store's sweep, or a shared key's TTL).
 pub(crate) const ORIGIN_IDLE: Duration = Duration::from_secs(300);
 
-/// Spacing of batches beyond the server's own period: at least this (or
-/// the spread of the period's successes, when more), so that timer and
-/// network lateness never puts two batches into one of its windows, and a
-/// bucket refills fully between them.
+/// Spacing of batches beyond the server's own period: at least this, so
+/// that timer and network lateness never puts two batches into one of its
+/// windows, and a bucket refills fully between them.
 const BATCH_MARGIN: Duration = Duration::from_millis(20);
 /// [`BATCH_MARGIN`] as a share of the period, when that is more.
 const BATCH_MARGIN_SHARE: f64 = 0.02;
-/// A batch is spread over this much more than the period's successes
-/// took: the answers' own spread, as the client sees it, is the server's
-/// give or take its scheduling.
-const SPREAD_MARGIN: f64 = 1.25;
 /// The probe's head start over the rest of the first batch after a
 /// reopening, at least: its answer closes the gate again before the batch
 /// follows it into a rejection.
@@ -198,9 +193,7 @@ pub struct OriginState {
     /// Whether the current period saw a rejection (not only a quota the
     /// server said was spent).
     rejected: bool,
-    /// The first and last answer (success or rejection) of the current
-    /// period.
-    first_answer: Option<Duration>,
+    /// The last answer (success or rejection) of the current period.
     last_answer: Duration,
     /// When the pace was last set or raised.
     raised_at: Duration,
@@ -234,7 +227,6 @@ impl OriginState {
             relearn_at_reopen: false,
             first_pushback: None,
             rejected: false,
-            first_answer: None,
             last_answer: now,
             raised_at: now,
             last_seen: now,
@@ -366,7 +358,7 @@ impl OriginState {
         let (start, taken) = if new_batch {
             (now.max(self.next_slot.saturating_add(self.batch_every)), 0)
         } else {
-            (self.batch_start, self.batch - self.batch_left)
+            (self.batch_start, self.batch.saturating_sub(self.batch_left))
         };
         let offset = self.slot_offset(taken);
         let slot = now.max(start + offset);
@@ -413,15 +405,19 @@ impl OriginState {
     /// the full from the start of each window, where a smooth pace would
     /// spread each window's requests over it and finish a window late.
     ///
-    /// Each batch is spread over the time its successes took to arrive in
-    /// the measured period, X, and the next batch leaves W plus a margin
-    /// after the last slot of the one before. A token bucket drained by a burst admits its capacity and
-    /// then what it refills while the burst lasts, and nothing the client
-    /// sees tells it from a window that admitted as many (the answers of a
-    /// burst arrive in any order). Spread and spaced so, the batch never
-    /// outruns the bucket's refill, and the first waits X after the probe so
-    /// that the bucket has refilled what it admitted late. A window pays X
-    /// per period for it.
+    /// A token bucket drained by a burst admits its capacity and then what
+    /// it refills while the burst lasts, and nothing the client sees tells
+    /// it from a window that admitted as many: the answers of a burst
+    /// arrive in any order (measured: a window's 100 successes and a
+    /// bucket's 105 came interleaved with the 429s all the same). So every
+    /// batch is spread over X, the time from the period's first admission
+    /// to its last answer (an upper bound of the time the server spent on
+    /// the burst), and the next batch leaves W plus a margin after the last
+    /// slot of the one before; the first waits X after the probe. The bucket
+    /// then refills, during a batch, what it admitted late, and in between,
+    /// its capacity. A window pays X a period for it. When X is over half
+    /// of W, the batch is what a bucket refilling over W held, spread over
+    /// W / 2.
     ///
     /// Later, while pacing, a pushback says the batch was too large: it is
     /// cut by a tenth (at least one, at most half).
@@ -439,6 +435,7 @@ impl OriginState {
                     .max(to_count((b * CUT_FLOOR).ceil()))
                     .max(1);
             }
+            self.batch_left = self.batch_left.min(self.batch);
             restart = self.next_slot <= gate;
         } else {
             let sending = self
@@ -451,18 +448,25 @@ impl OriginState {
             } else {
                 0.0
             };
-            let batch = to_count(f64::from(self.epoch_successes) * share);
+            let mut batch = to_count(f64::from(self.epoch_successes) * share);
+            // A burst's answers' span (successes over a long period came at
+            // a pace the server kept up with): an upper bound of how long
+            // the server spent on the burst, admitting what it refilled.
+            let mut spread = if sending <= span {
+                self.last_answer.saturating_sub(self.epoch_start)
+            } else {
+                Duration::ZERO
+            };
+            if spread > span / 2 {
+                // Too long to spread a batch over within a window: the
+                // batch is what a bucket refilling over the span held.
+                let stretched = span.as_secs_f64() / (span + spread).as_secs_f64();
+                batch = to_count(f64::from(batch) * stretched);
+                spread = span / 2;
+            }
             if batch >= 1 {
-                // A burst's spread (its answers' span); successes over a
-                // long period came at a pace the server kept up with.
-                let spread = match self.first_answer {
-                    Some(first) if sending <= span => {
-                        self.last_answer.saturating_sub(first).min(span / 4)
-                    }
-                    _ => Duration::ZERO,
-                };
                 self.batch = batch;
-                self.batch_spread = spread.mul_f64(SPREAD_MARGIN);
+                self.batch_spread = spread;
                 self.batch_every = batch_every(span);
                 self.learned = true;
             } else {
@@ -489,7 +493,6 @@ impl OriginState {
         self.relearn_at_reopen = false;
         self.first_pushback = None;
         self.rejected = false;
-        self.first_answer = None;
         self.last_answer = gate;
         self.epoch_start = gate;
         self.epoch_successes = 0;
@@ -506,9 +509,7 @@ impl OriginState {
         {
             self.epoch_start = now;
             self.epoch_successes = 0;
-            self.first_answer = None;
         }
-        self.first_answer.get_or_insert(now);
         self.last_answer = self.last_answer.max(now);
         self.epoch_successes = self.epoch_successes.saturating_add(1);
         if self.rate > 0.0 && !self.relearn_at_reopen {
@@ -588,7 +589,6 @@ impl OriginState {
     pub fn on_pushback(&mut self, cfg: PacingConfig, now: Duration, retry_at: Option<Duration>) {
         if cfg.gate {
             self.rejected = true;
-            self.first_answer.get_or_insert(now);
             self.last_answer = self.last_answer.max(now);
         }
         self.hold(cfg, now, retry_at);
@@ -631,6 +631,7 @@ impl OriginState {
                 // No usable server time: slow down without a gate.
                 if self.batch > 0 {
                     self.batch = (self.batch / 2).max(1);
+                    self.batch_left = self.batch_left.min(self.batch);
                     self.rate = f64::from(self.batch) / self.batch_every.as_secs_f64();
                 } else if self.rate > 0.0 {
                     self.rate = (self.rate * 0.5).max(MIN_RATE);

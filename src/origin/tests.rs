@@ -308,3 +308,44 @@ fn slow_start_books_at_most_a_second_ahead() {
         Admission::Refused { .. }
     ));
 }
+
+proptest::proptest! {
+    /// Any sequence of admissions and answers, at times that only move
+    /// forward: no panic, a batch never has more slots left than its size,
+    /// no slot is handed out before the gate opens, and the text form
+    /// round-trips.
+    #[test]
+    fn any_sequence_of_events_keeps_the_state_sound(
+        events in proptest::collection::vec((0u64..400, 0u8..6, 0u64..3000), 1..400)
+    ) {
+        let mut o = OriginState::new(ms(0));
+        let mut now = ms(0);
+        for (dt, kind, arg) in events {
+            now += ms(dt);
+            match kind {
+                0 | 1 => {
+                    let gate = o.gate_until(now);
+                    match o.admit(ON, now, ms(arg * 10)) {
+                        Admission::Now | Admission::Reopened => {
+                            proptest::prop_assert!(gate.is_none_or(|g| g <= now));
+                        }
+                        Admission::SlotReserved(d) | Admission::GateClosed(d) | Admission::QueueAhead(d) => {
+                            proptest::prop_assert!(d <= ms(arg * 10).max(SLOW_START_AHEAD));
+                        }
+                        Admission::Refused { free_in } => {
+                            proptest::prop_assert!(free_in > ms(arg * 10));
+                        }
+                    }
+                }
+                2 => o.on_success(now),
+                3 => o.on_pushback(ON, now, Some(now + ms(arg))),
+                4 => o.on_pushback(ON, now, if arg % 2 == 0 { Some(now) } else { None }),
+                _ => {
+                    let _ = o.observe(ON, now, Outcome::Exhausted { reset_in: ms(arg) });
+                }
+            }
+            proptest::prop_assert!(o.batch_left <= o.batch);
+            proptest::prop_assert_eq!(OriginState::decode(&o.encode()), Some(o));
+        }
+    }
+}

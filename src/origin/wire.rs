@@ -14,7 +14,7 @@ impl OriginState {
     #[must_use]
     pub fn encode(&self) -> String {
         format!(
-            "o5 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+            "o5 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
             nanos(self.gate_until),
             nanos(self.gate_span),
             nanos(self.server_until),
@@ -34,8 +34,6 @@ impl OriginState {
             self.first_pushback
                 .map_or_else(|| "-".to_owned(), |t| nanos(t).to_string()),
             u8::from(self.rejected),
-            self.first_answer
-                .map_or_else(|| "-".to_owned(), |t| nanos(t).to_string()),
             nanos(self.last_answer),
             nanos(self.raised_at),
             nanos(self.last_seen),
@@ -68,7 +66,6 @@ impl OriginState {
             closed,
             first,
             rejected,
-            first_answer,
             last_answer,
             raised,
             seen,
@@ -110,7 +107,6 @@ impl OriginState {
             relearn_at_reopen: flag(closed)?,
             first_pushback: maybe(first)?,
             rejected: flag(rejected)?,
-            first_answer: maybe(first_answer)?,
             last_answer: time(last_answer)?,
             raised_at: time(raised)?,
             last_seen: time(seen)?,

@@ -1,0 +1,114 @@
+//! Batches over real HTTP: after the first burst, what the middleware
+//! releases to a rate-limited server never exceeds what the server admits,
+//! whatever its shape. Counted on the server's side (`tests/support/server.rs`).
+
+use std::time::Duration;
+
+use reqwest_backpressure::Policy;
+
+use crate::common::client;
+use crate::server::{LimitedServer, ServerState, Shape};
+
+const CAP: u32 = 40;
+const TASKS: u32 = 160;
+
+/// `TASKS` tasks at once against a `shape` server admitting `CAP` a second,
+/// with the default policy; every one must end with a `200`.
+async fn storm(shape: Shape) -> ServerState {
+    let server = LimitedServer::start(shape, CAP, "/").await;
+    let client = client(Policy::default());
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|i| {
+            let client = client.clone();
+            let url = server.url.clone();
+            tokio::spawn(async move { client.get(url).header("x-task", i).send().await })
+        })
+        .collect();
+    for t in tasks {
+        let status = t.await.expect("task").expect("answer").status();
+        assert_eq!(status, 200, "{}", shape.name());
+    }
+    let seen = server.finish();
+    assert_eq!(seen.oks, u64::from(TASKS), "{}", shape.name());
+    // Only the first burst meets a 429; no retry is rejected, and none
+    // leaves before the time its 429 gave.
+    let rejected: Vec<String> = seen
+        .arrivals
+        .iter()
+        .filter(|a| a.retry && !a.ok)
+        .map(|r| {
+            let before = seen
+                .arrivals
+                .iter()
+                .filter(|a| a.ok && a.at <= r.at && a.at + Duration::from_secs(1) > r.at)
+                .count();
+            format!("{:?} ({before} admitted in the second before)", r.at)
+        })
+        .collect();
+    assert_eq!(
+        seen.rejected_retries,
+        0,
+        "{}: 429s on retries at {rejected:?}; retries at {:?}",
+        shape.name(),
+        seen.arrivals
+            .iter()
+            .filter(|a| a.retry)
+            .map(|a| a.at.as_millis())
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(seen.premature, 0, "{}: premature", shape.name());
+    seen
+}
+
+/// The most retries (a task's second or later send) arriving in any span
+/// of one second.
+fn most_retries_in_a_second(seen: &ServerState) -> usize {
+    let mut at: Vec<Duration> = seen
+        .arrivals
+        .iter()
+        .filter(|a| a.retry)
+        .map(|a| a.at)
+        .collect();
+    at.sort();
+    (0..at.len())
+        .map(|i| {
+            at[i..]
+                .iter()
+                .take_while(|t| **t < at[i] + Duration::from_secs(1))
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fixed_window_gets_one_batch_per_window() {
+    let seen = storm(Shape::Window).await;
+    // Windows start at the server's epoch; after the first, each sees at
+    // most what one window admits.
+    let mut per_window = std::collections::BTreeMap::<u64, u32>::new();
+    for a in seen.arrivals.iter().filter(|a| a.retry) {
+        *per_window.entry(a.at.as_secs()).or_default() += 1;
+    }
+    assert!(
+        per_window.values().all(|n| *n <= CAP),
+        "requests per window: {per_window:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sliding_log_never_sees_more_than_it_admits_in_a_second() {
+    let seen = storm(Shape::SlidingLog).await;
+    let most = most_retries_in_a_second(&seen);
+    assert!(most <= CAP as usize, "{most} retries in one second");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_bucket_admits_every_batch() {
+    storm(Shape::Bucket).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gcra_limiter_answering_zero_admits_every_batch() {
+    storm(Shape::Gcra).await;
+}
