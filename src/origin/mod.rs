@@ -193,6 +193,9 @@ pub struct OriginState {
     /// Whether the current period saw a rejection (not only a quota the
     /// server said was spent).
     rejected: bool,
+    /// Whether an answer of the current period stated the server's quota
+    /// and its reset (rate-limit headers).
+    stated: bool,
     /// The last answer (success or rejection) of the current period.
     last_answer: Duration,
     /// When the pace was last set or raised.
@@ -227,6 +230,7 @@ impl OriginState {
             relearn_at_reopen: false,
             first_pushback: None,
             rejected: false,
+            stated: false,
             last_answer: now,
             raised_at: now,
             last_seen: now,
@@ -417,7 +421,9 @@ impl OriginState {
     /// then refills, during a batch, what it admitted late, and in between,
     /// its capacity. A window pays X a period for it. When X is over half
     /// of W, the batch is what a bucket refilling over W held, spread over
-    /// W / 2.
+    /// W / 2. A server whose answers state its quota and reset (rate-limit
+    /// headers) is told apart: its batch leaves at once, and each spent
+    /// quota's reset re-anchors the next.
     ///
     /// Later, while pacing, a pushback says the batch was too large: it is
     /// cut by a tenth (at least one, at most half).
@@ -449,10 +455,13 @@ impl OriginState {
                 0.0
             };
             let mut batch = to_count(f64::from(self.epoch_successes) * share);
-            // A burst's answers' span (successes over a long period came at
-            // a pace the server kept up with): an upper bound of how long
-            // the server spent on the burst, admitting what it refilled.
-            let mut spread = if sending <= span {
+            // The span is an upper bound of how long the server spent on
+            // the burst, admitting what it refilled.
+            // A server that states its quota and reset resets it then: its
+            // batch leaves at once. Otherwise, a burst's answers' span
+            // (successes over a long period came at a pace the server kept
+            // up with).
+            let mut spread = if sending <= span && !self.stated {
                 self.last_answer.saturating_sub(self.epoch_start)
             } else {
                 Duration::ZERO
@@ -493,6 +502,7 @@ impl OriginState {
         self.relearn_at_reopen = false;
         self.first_pushback = None;
         self.rejected = false;
+        self.stated = false;
         self.last_answer = gate;
         self.epoch_start = gate;
         self.epoch_successes = 0;
@@ -550,6 +560,7 @@ impl OriginState {
             }
             Outcome::Exhausted { reset_in } => {
                 self.on_success(now);
+                self.stated = true;
                 self.hold(cfg, now, now.checked_add(reset_in));
             }
             Outcome::Quota {
@@ -569,6 +580,7 @@ impl OriginState {
     /// the smaller count wins, since admissions already spent part of it
     /// that the server has not counted yet; a later window starts afresh.
     fn on_quota(&mut self, now: Duration, remaining: u64, reset_in: Duration) {
+        self.stated = true;
         let Some(until) = now.checked_add(reset_in) else {
             return;
         };

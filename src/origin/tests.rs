@@ -349,3 +349,25 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn a_server_stating_its_quota_gets_its_batch_at_once() {
+    // 100 admitted over 80 ms, each answer stating the quota left and its
+    // reset; the last says it is spent until 1 s.
+    let mut o = OriginState::new(ms(0));
+    for i in 0..99u64 {
+        let _ = o.observe(
+            ON,
+            ms(i * 80 / 99),
+            Outcome::Quota {
+                remaining: 99 - i,
+                reset_in: ms(1000 - i * 80 / 99),
+            },
+        );
+    }
+    let _ = o.observe(ON, ms(80), Outcome::Exhausted { reset_in: ms(920) });
+    let slots: Vec<Duration> = (0..100).map(|_| slot_at(&mut o, ms(1000))).collect();
+    // Not spread over the 80 ms the answers took: all right after the probe.
+    assert!(slots[1..].iter().all(|s| *s == slots[1]), "{slots:?}");
+    assert!(slots[1] < ms(1050));
+}

@@ -14,7 +14,7 @@ impl OriginState {
     #[must_use]
     pub fn encode(&self) -> String {
         format!(
-            "o5 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+            "o5 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
             nanos(self.gate_until),
             nanos(self.gate_span),
             nanos(self.server_until),
@@ -34,6 +34,7 @@ impl OriginState {
             self.first_pushback
                 .map_or_else(|| "-".to_owned(), |t| nanos(t).to_string()),
             u8::from(self.rejected),
+            u8::from(self.stated),
             nanos(self.last_answer),
             nanos(self.raised_at),
             nanos(self.last_seen),
@@ -66,6 +67,7 @@ impl OriginState {
             closed,
             first,
             rejected,
+            stated,
             last_answer,
             raised,
             seen,
@@ -107,6 +109,7 @@ impl OriginState {
             relearn_at_reopen: flag(closed)?,
             first_pushback: maybe(first)?,
             rejected: flag(rejected)?,
+            stated: flag(stated)?,
             last_answer: time(last_answer)?,
             raised_at: time(raised)?,
             last_seen: time(seen)?,
