@@ -126,6 +126,11 @@ const CUT_FLOOR: f64 = 0.5;
 /// for this long is forgotten (by a store's sweep, or a shared key's TTL).
 pub(crate) const ORIGIN_IDLE: Duration = Duration::from_secs(300);
 
+/// Successes answered later than this after the period's first rejection
+/// are *late*: not answers of the burst the server admitted before it began
+/// rejecting, arriving out of order, but requests it admitted while it was
+/// rejecting others (a bucket refilling, a GCRA cell freeing).
+const REORDER: Duration = Duration::from_millis(50);
 /// Spacing of batches beyond the server's own period: at least this, so
 /// that timer and network lateness never puts two batches into one of its
 /// windows, and a bucket refills fully between them.
@@ -198,6 +203,11 @@ pub struct OriginState {
     stated: bool,
     /// The last answer (success or rejection) of the current period.
     last_answer: Duration,
+    /// The first rejection of the current period, a zero time included.
+    first_reject: Option<Duration>,
+    /// Whether a success of the current period came more than
+    /// [`REORDER`] after its first rejection.
+    late: bool,
     /// When the pace was last set or raised.
     raised_at: Duration,
     /// Last time a task touched this origin.
@@ -232,6 +242,8 @@ impl OriginState {
             rejected: false,
             stated: false,
             last_answer: now,
+            first_reject: None,
+            late: false,
             raised_at: now,
             last_seen: now,
             quota_left: 0,
@@ -413,11 +425,17 @@ impl OriginState {
     /// it refills while the burst lasts, and nothing the client sees tells
     /// it from a window that admitted as many: the answers of a burst
     /// arrive in any order (measured: a window's 100 successes and a
-    /// bucket's 105 came interleaved with the 429s all the same). So every
-    /// batch is spread over X, the time from the period's first admission
-    /// to its last answer (an upper bound of the time the server spent on
-    /// the burst), and the next batch leaves W plus a margin after the last
-    /// slot of the one before; the first waits X after the probe. The bucket
+    /// bucket's 105 came interleaved with the 429s all the same), not
+    /// within the span the answers of a burst get shuffled in
+    /// ([`reorder`](Self::reorder)).
+    /// So every batch is spread over X, and the next batch leaves W plus a
+    /// margin after the last slot of the one before; the first waits X
+    /// after the probe. X is the time from the period's first admission to
+    /// its last answer (an upper bound of the time the server spent on the
+    /// burst) when a success came later than that span after the first
+    /// rejection (the server admitted while it rejected: a bucket, whatever
+    /// else it is), else at most that span (whatever it admitted while
+    /// rejecting, it did within it). The bucket
     /// then refills, during a batch, what it admitted late, and in between,
     /// its capacity. A window pays X a period for it. When X is over half
     /// of W, the batch is what a bucket refilling over W held, spread over
@@ -462,7 +480,11 @@ impl OriginState {
             // (successes over a long period came at a pace the server kept
             // up with).
             let mut spread = if sending <= span && !self.stated {
-                self.last_answer.saturating_sub(self.epoch_start)
+                let burst = self.last_answer.saturating_sub(self.epoch_start);
+                match self.first_reject {
+                    Some(first) if !self.late => burst.min(self.reorder(first)),
+                    _ => burst,
+                }
             } else {
                 Duration::ZERO
             };
@@ -504,10 +526,20 @@ impl OriginState {
         self.rejected = false;
         self.stated = false;
         self.last_answer = gate;
+        self.first_reject = None;
+        self.late = false;
         self.epoch_start = gate;
         self.epoch_successes = 0;
         self.raised_at = gate;
         probe_counted
+    }
+
+    /// How late after the period's first rejection (at `first`) a success
+    /// may arrive and still be one the server admitted before it: at least
+    /// [`REORDER`], and half the time the burst took to meet that rejection
+    /// (a client still sending a long burst reads its answers late).
+    fn reorder(&self, first: Duration) -> Duration {
+        REORDER.max(first.saturating_sub(self.epoch_start) / 2)
     }
 
     /// A 2xx (or any non-pushback) answer arrived at `now`.
@@ -521,6 +553,12 @@ impl OriginState {
             self.epoch_successes = 0;
         }
         self.last_answer = self.last_answer.max(now);
+        if self
+            .first_reject
+            .is_some_and(|first| now > first + self.reorder(first))
+        {
+            self.late = true;
+        }
         self.epoch_successes = self.epoch_successes.saturating_add(1);
         if self.rate > 0.0 && !self.relearn_at_reopen {
             if !self.learned {
@@ -601,6 +639,7 @@ impl OriginState {
     pub fn on_pushback(&mut self, cfg: PacingConfig, now: Duration, retry_at: Option<Duration>) {
         if cfg.gate {
             self.rejected = true;
+            self.first_reject.get_or_insert(now);
             self.last_answer = self.last_answer.max(now);
         }
         self.hold(cfg, now, retry_at);

@@ -14,7 +14,7 @@ impl OriginState {
     #[must_use]
     pub fn encode(&self) -> String {
         format!(
-            "o5 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+            "o5 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
             nanos(self.gate_until),
             nanos(self.gate_span),
             nanos(self.server_until),
@@ -36,6 +36,9 @@ impl OriginState {
             u8::from(self.rejected),
             u8::from(self.stated),
             nanos(self.last_answer),
+            self.first_reject
+                .map_or_else(|| "-".to_owned(), |t| nanos(t).to_string()),
+            u8::from(self.late),
             nanos(self.raised_at),
             nanos(self.last_seen),
             self.quota_left,
@@ -69,6 +72,8 @@ impl OriginState {
             rejected,
             stated,
             last_answer,
+            first_reject,
+            late,
             raised,
             seen,
             quota_left,
@@ -111,6 +116,8 @@ impl OriginState {
             rejected: flag(rejected)?,
             stated: flag(stated)?,
             last_answer: time(last_answer)?,
+            first_reject: maybe(first_reject)?,
+            late: flag(late)?,
             raised_at: time(raised)?,
             last_seen: time(seen)?,
             quota_left: quota_left.parse().ok()?,
