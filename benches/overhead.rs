@@ -38,11 +38,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use criterion::Criterion;
+use http::Extensions;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+use reqwest::{Request, Response, ResponseBuilderExt};
 use reqwest_backpressure::origin::PacingConfig;
 use reqwest_backpressure::store::Outcome;
 use reqwest_backpressure::{MemoryStore, Policy, RetryAfterMiddleware, Store};
-use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
+use reqwest_middleware::{ClientBuilder, ClientWithMiddleware, Middleware, Next};
 use reqwest_retry::RetryTransientMiddleware;
 use reqwest_retry::policies::ExponentialBackoff;
 use tokio::runtime::Runtime;
@@ -73,6 +75,66 @@ fn clients() -> [ClientWithMiddleware; 3] {
         .with(RetryTransientMiddleware::new_with_policy(retry))
         .build();
     [bare, ours, theirs]
+}
+
+/// Answers every request at once with `200` and [`BODY`], without I/O:
+/// the last middleware of the CPU-only clients, so what they measure is
+/// the middleware's own work (and no socket, thread wake-up or timer
+/// firing).
+struct Canned;
+
+#[async_trait::async_trait]
+impl Middleware for Canned {
+    async fn handle(
+        &self,
+        req: Request,
+        _: &mut Extensions,
+        _: Next<'_>,
+    ) -> reqwest_middleware::Result<Response> {
+        let response = http::Response::builder()
+            .status(200)
+            .url(req.url().clone())
+            .body(BODY)
+            .expect("canned response");
+        Ok(Response::from(response))
+    }
+}
+
+/// The three clients of [`clients`], each ending in [`Canned`].
+fn cpu_clients() -> [ClientWithMiddleware; 3] {
+    let http = reqwest::Client::new();
+    let bare = ClientBuilder::new(http.clone()).with(Canned).build();
+    let ours = ClientBuilder::new(http.clone())
+        .with(RetryAfterMiddleware::new(Policy::default()))
+        .with(Canned)
+        .build();
+    let retry = ExponentialBackoff::builder().build_with_max_retries(3);
+    let theirs = ClientBuilder::new(http)
+        .with(RetryTransientMiddleware::new_with_policy(retry))
+        .with(Canned)
+        .build();
+    [bare, ours, theirs]
+}
+
+/// CPU-only: `rounds` rounds in which each client, in turn (rotating the
+/// order), sends `batch` requests to [`Canned`]; the median over rounds of
+/// each client's mean time per request, in seconds.
+fn cpu_only(rt: &Runtime, clients: &[ClientWithMiddleware; 3], rounds: usize, batch: usize) -> [f64; 3] {
+    const URL: &str = "http://127.0.0.1:9/item";
+    rt.block_on(async {
+        let mut times: [Vec<f64>; 3] = Default::default();
+        for r in 0..rounds {
+            for j in 0..3 {
+                let c = (r + j) % 3;
+                let start = Instant::now();
+                for _ in 0..batch {
+                    std::hint::black_box(get(&clients[c], URL).await);
+                }
+                times[c].push(start.elapsed().as_secs_f64() / batch as f64);
+            }
+        }
+        times.map(|mut t| median(&mut t))
+    })
 }
 
 /// Resolves every name to the loopback server.
@@ -138,6 +200,23 @@ fn new_origins(rt: &Runtime, server: SocketAddr, requests: usize) -> [f64; 3] {
         }
         latencies.map(|mut l| median(&mut l))
     })
+}
+
+/// The median and range of some per-block figures.
+struct Spread {
+    median: f64,
+    min: f64,
+    max: f64,
+}
+
+impl Spread {
+    fn of(mut v: Vec<f64>) -> Self {
+        Spread {
+            median: median(&mut v),
+            min: v.iter().copied().fold(f64::INFINITY, f64::min),
+            max: v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        }
+    }
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -216,30 +295,64 @@ fn main() {
         }
         group.finish();
     }
+    {
+        let cpu = cpu_clients();
+        let mut group = criterion.benchmark_group("overhead-cpu");
+        for (name, client) in NAMES.iter().zip(&cpu) {
+            group.bench_function(*name, |b| {
+                b.to_async(&rt).iter(|| get(client, "http://127.0.0.1:9/item"));
+            });
+        }
+        group.finish();
+    }
     criterion.final_summary();
 
-    let (blocks, per_block) = if full { (5, 2000) } else { (1, 20) };
+    let (rounds, batch) = if full { (2000, 200) } else { (3, 10) };
+    let cpu = cpu_only(&rt, &cpu_clients(), rounds, batch);
+    println!(
+        "cpu-only (canned answer, no I/O) per request: {} {:.2} us, {} {:.2} us ({:+.2} us), {} {:.2} us ({:+.2} us){}",
+        NAMES[0],
+        cpu[0] * 1e6,
+        NAMES[1],
+        cpu[1] * 1e6,
+        (cpu[1] - cpu[0]) * 1e6,
+        NAMES[2],
+        cpu[2] * 1e6,
+        (cpu[2] - cpu[0]) * 1e6,
+        if full {
+            ""
+        } else {
+            " [test mode: not a measurement]"
+        }
+    );
+
+    let (blocks, per_block) = if full { (15, 2000) } else { (1, 20) };
     // Warm the pool and every path before measuring.
     interleaved(&rt, &clients, &url, 1, per_block / 10);
     let latencies = interleaved(&rt, &clients, &url, blocks, per_block);
-    // Median latency of each client, over all blocks and per block.
-    let overall: Vec<f64> = latencies.iter().map(|l| median(&mut l.concat())).collect();
-    let per_block_ratio = |c: usize| {
-        let r: Vec<f64> = latencies[c]
-            .iter()
-            .zip(&latencies[0])
-            .map(|(x, bare)| median(&mut x.clone()) / median(&mut bare.clone()))
-            .collect();
-        let min = r.iter().copied().fold(f64::INFINITY, f64::min);
-        let max = r.iter().copied().fold(0.0, f64::max);
-        (min, max)
+    // Each block's median latency per client, then, for each comparison,
+    // the median over blocks of the per-block figure: a block hit by a
+    // burst of background load moves one value, not the result.
+    let block_medians: Vec<[f64; 3]> = (0..blocks)
+        .map(|b| std::array::from_fn(|c| median(&mut latencies[c][b].clone())))
+        .collect();
+    let over_blocks = |f: &dyn Fn(&[f64; 3]) -> f64| -> Spread {
+        Spread::of(block_medians.iter().map(f).collect())
     };
-    let (ours_min, ours_max) = per_block_ratio(1);
-    let (theirs_min, theirs_max) = per_block_ratio(2);
+    let ours_ratio = over_blocks(&|m| m[1] / m[0]);
+    let ours_us = over_blocks(&|m| (m[1] - m[0]) * 1e6);
+    let theirs_ratio = over_blocks(&|m| m[2] / m[0]);
+    let theirs_us = over_blocks(&|m| (m[2] - m[0]) * 1e6);
+    let between_us = over_blocks(&|m| (m[1] - m[2]) * 1e6);
+    let bare_us = over_blocks(&|m| m[0] * 1e6);
     println!(
-        "overhead ratio backpressure/bare = {:.3}, reqwest-retry/bare = {:.3}{}",
-        overall[1] / overall[0],
-        overall[2] / overall[0],
+        "overhead backpressure/bare = {:.3} ({:+.1} us/request), reqwest-retry/bare = {:.3} ({:+.1} us/request), \
+         backpressure - reqwest-retry = {:+.1} us{}",
+        ours_ratio.median,
+        ours_us.median,
+        theirs_ratio.median,
+        theirs_us.median,
+        between_us.median,
         if full {
             ""
         } else {
@@ -247,19 +360,20 @@ fn main() {
         }
     );
     println!(
-        "  medians of {blocks}x{per_block} GETs per client, interleaved one request at a time; \
-         per-block ratios: backpressure {ours_min:.3}-{ours_max:.3}, reqwest-retry {theirs_min:.3}-{theirs_max:.3}"
-    );
-    println!(
-        "  median per GET: {} {:.1} us, {} {:.1} us ({:+.2} us), {} {:.1} us ({:+.2} us)",
-        NAMES[0],
-        overall[0] * 1e6,
-        NAMES[1],
-        overall[1] * 1e6,
-        (overall[1] - overall[0]) * 1e6,
-        NAMES[2],
-        overall[2] * 1e6,
-        (overall[2] - overall[0]) * 1e6,
+        "  median over {blocks} blocks of {per_block} GETs per client (interleaved one request at a time) \
+         of each block's median; bare {:.1} us per GET; per-block range: backpressure {:.3}-{:.3} \
+         ({:+.1} to {:+.1} us), reqwest-retry {:.3}-{:.3} ({:+.1} to {:+.1} us), difference {:+.1} to {:+.1} us",
+        bare_us.median,
+        ours_ratio.min,
+        ours_ratio.max,
+        ours_us.min,
+        ours_us.max,
+        theirs_ratio.min,
+        theirs_ratio.max,
+        theirs_us.min,
+        theirs_us.max,
+        between_us.min,
+        between_us.max,
     );
 
     let runs = if full { 5 } else { 1 };
