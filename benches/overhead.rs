@@ -119,7 +119,12 @@ fn cpu_clients() -> [ClientWithMiddleware; 3] {
 /// CPU-only: `rounds` rounds in which each client, in turn (rotating the
 /// order), sends `batch` requests to [`Canned`]; the median over rounds of
 /// each client's mean time per request, in seconds.
-fn cpu_only(rt: &Runtime, clients: &[ClientWithMiddleware; 3], rounds: usize, batch: usize) -> [f64; 3] {
+fn cpu_only(
+    rt: &Runtime,
+    clients: &[ClientWithMiddleware; 3],
+    rounds: usize,
+    batch: usize,
+) -> [f64; 3] {
     const URL: &str = "http://127.0.0.1:9/item";
     rt.block_on(async {
         let mut times: [Vec<f64>; 3] = Default::default();
@@ -300,7 +305,8 @@ fn main() {
         let mut group = criterion.benchmark_group("overhead-cpu");
         for (name, client) in NAMES.iter().zip(&cpu) {
             group.bench_function(*name, |b| {
-                b.to_async(&rt).iter(|| get(client, "http://127.0.0.1:9/item"));
+                b.to_async(&rt)
+                    .iter(|| get(client, "http://127.0.0.1:9/item"));
             });
         }
         group.finish();
