@@ -198,7 +198,16 @@ impl<S: Store> RetryAfterMiddleware<S> {
         &'a self,
         mut req: Request,
         extensions: &Extensions,
-    ) -> Result<(Task<'a, S>, Request, Option<IdempotencyKey>, Contract), Error> {
+    ) -> Result<
+        (
+            Task<'a, S>,
+            Instant,
+            Request,
+            Option<IdempotencyKey>,
+            Contract,
+        ),
+        Error,
+    > {
         let planner = match &self.planner {
             Ok(p) => p,
             Err(e) => return Err(Error::InvalidPolicy(e.clone())),
@@ -240,7 +249,7 @@ impl<S: Store> RetryAfterMiddleware<S> {
             origin_of(req.url()),
             deadline,
         );
-        Ok((task, req, key, contract))
+        Ok((task, start, req, key, contract))
     }
 }
 
@@ -266,8 +275,8 @@ impl<S: Store> Middleware for RetryAfterMiddleware<S> {
         Self: 'async_trait,
     {
         match self.task(req, extensions) {
-            Ok((task, req, key, contract)) => {
-                Box::pin(task.run(Some(req), key, contract, extensions, next))
+            Ok((task, start, req, key, contract)) => {
+                Box::pin(task.run(start, Some(req), key, contract, extensions, next))
             }
             Err(e) => Box::pin(std::future::ready(Err(e.into()))),
         }

@@ -92,7 +92,8 @@ impl<'a, S: Store> Task<'a, S> {
         }
     }
 
-    /// Runs the task to its end.
+    /// Runs the task to its end; `started` is when the middleware took
+    /// the request.
     ///
     /// A function returning an `async move` block rather than an `async
     /// fn`: an `async fn` keeps its arguments twice in its state (as
@@ -103,6 +104,7 @@ impl<'a, S: Store> Task<'a, S> {
     #[allow(clippy::manual_async_fn)] // written out on purpose, see above
     pub(crate) fn run<'e>(
         mut self,
+        started: Instant,
         mut original: Option<Request>,
         key: Option<IdempotencyKey>,
         contract: Contract,
@@ -124,13 +126,16 @@ impl<'a, S: Store> Task<'a, S> {
                 None => None,
             };
             let max_attempts = self.planner.policy().max_attempts;
+            // The middleware's clock reading, for the first admission.
+            let mut started = Some(started);
             loop {
                 // Wait at the origin's gate and for a paced slot: no attempt
                 // is spent here.
-                if let Err(halt) = self.admit().await {
-                    return self.halt(halt);
-                }
-                let attempt = match self.planner.claim(&mut self.state, Instant::now()) {
+                let now = match self.admit(started.take()).await {
+                    Ok(now) => now,
+                    Err(halt) => return self.halt(halt),
+                };
+                let attempt = match self.planner.claim(&mut self.state, now) {
                     Claim::Send { attempt } => attempt,
                     Claim::Stop(reason) => return self.halt(Halt::Stop(reason)),
                     // Unreachable with this loop: every wait is followed by
@@ -340,33 +345,42 @@ impl<'a, S: Store> Task<'a, S> {
     /// paced slot has come, within the planner's
     /// [admission limit](Planner::admission_limit). The task's first send
     /// deposits into the retry budget, once however often it asks.
-    async fn admit(&mut self) -> Result<(), Halt> {
+    ///
+    /// `now`, if given, is a clock reading taken just before (the
+    /// middleware's): it is used instead of reading the clock again, and
+    /// returned as the time of admission when the store answered at once.
+    /// Otherwise the time of admission is read when it comes.
+    async fn admit(&mut self, now: Option<Instant>) -> Result<Instant, Halt> {
         let policy = self.planner.policy();
         let pacing = policy.pacing_config();
         let mut deposit = self.state.attempts() == 0;
+        let mut now = now;
         loop {
-            let limit = self.planner.admission_limit(&self.state, Instant::now());
-            let admission = self
-                .bounded_raw(self.store.admit(
+            let asked = now.take().unwrap_or_else(Instant::now);
+            let limit = self.planner.admission_limit(&self.state, asked);
+            let (admission, at_once) = self
+                .bounded_ready(self.store.admit(
                     &self.origin,
                     pacing,
                     &policy.retry_budget,
                     limit.latest,
                     deposit,
                 ))
-                .await
+                .await;
+            let admission = admission
                 .ok_or(Halt::Stop(StopReason::DeadlineExhausted))?
                 .map_err(Halt::Store)?;
             deposit = false;
+            let admitted = || if at_once { asked } else { Instant::now() };
             let wait = match admission {
-                Admission::Now => return Ok(()),
+                Admission::Now => return Ok(admitted()),
                 Admission::Reopened => {
                     if let Some(o) = self.observer {
                         o.on_gate_reopened(&observe::GateReopened {
                             origin: &self.origin,
                         });
                     }
-                    return Ok(());
+                    return Ok(admitted());
                 }
                 Admission::Refused { free_in } => {
                     // Never earlier than the server's time, and a caller who
@@ -402,7 +416,7 @@ impl<'a, S: Store> Task<'a, S> {
                     .ok_or(Halt::Stop(StopReason::DeadlineExhausted))?
                     .map_err(Halt::Store)?;
                 if gate.is_none() {
-                    return Ok(());
+                    return Ok(Instant::now());
                 }
             }
         }
@@ -437,14 +451,20 @@ impl<'a, S: Store> Task<'a, S> {
 
     /// `fut`, unless the task's deadline passes first.
     async fn bounded_raw<T>(&self, fut: impl Future<Output = T>) -> Option<T> {
+        self.bounded_ready(fut).await.0
+    }
+
+    /// `fut`, unless the task's deadline passes first, and whether it
+    /// answered at once.
+    async fn bounded_ready<T>(&self, fut: impl Future<Output = T>) -> (Option<T>, bool) {
         let mut fut = std::pin::pin!(fut);
         // A call answered at once (the in-memory store's always are) needs
         // no timer; only a pending one is raced with the deadline.
         match std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await {
-            Poll::Ready(v) => Some(v),
+            Poll::Ready(v) => (Some(v), true),
             Poll::Pending => {
                 let bounded = Box::pin(tokio::time::timeout_at(self.state.deadline(), fut));
-                bounded.await.ok()
+                (bounded.await.ok(), false)
             }
         }
     }
