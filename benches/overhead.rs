@@ -11,13 +11,22 @@
 //! - `reqwest-retry`: `RetryTransientMiddleware` with `ExponentialBackoff`
 //!   and 3 retries.
 //!
-//! After criterion, the same clients run interleaved one request at a time
-//! (A/B/C, B/C/A, C/A/B, …), 5 blocks of 2000 requests each, and the line
-//! `overhead ratio backpressure/bare = …` divides the median latencies.
-//! Interleaving puts every client under the same background noise; three
-//! separate criterion runs on a small, shared machine can land in different
-//! regimes (the loopback round trip is mostly thread wake-ups) and are not
-//! comparable with each other.
+//! A second criterion group, `overhead-cpu`, runs the same three clients
+//! against a last middleware that answers at once without I/O: what the
+//! middlewares cost in CPU alone, without sockets, wake-ups or timers.
+//!
+//! After criterion, the line `cpu-only` gives that CPU cost per request
+//! from interleaved batches, and the line `overhead backpressure/bare = …`
+//! the loopback overhead: the same clients run interleaved one request at a
+//! time, each round in a new random order, 21 blocks of 2000 requests per
+//! client. Each block gives each client's median latency; the ratio and the
+//! extra µs per request printed are the medians over blocks of the
+//! per-block figures, with their range. Interleaving puts every client under
+//! the same background noise (three separate criterion runs on a small,
+//! shared machine can land in different regimes: the loopback round trip is
+//! mostly thread wake-ups), and the random order keeps any client from
+//! always following the same one (a fixed rotation did: a client's latency
+//! depends on which one ran just before it).
 //!
 //! Then the cost of new origins: three clients whose stores already know
 //! 1, 1,000 and 100,000 origins each send GETs to origins they have never
@@ -116,9 +125,9 @@ fn cpu_clients() -> [ClientWithMiddleware; 3] {
     [bare, ours, theirs]
 }
 
-/// CPU-only: `rounds` rounds in which each client, in turn (rotating the
-/// order), sends `batch` requests to [`Canned`]; the median over rounds of
-/// each client's mean time per request, in seconds.
+/// CPU-only: `rounds` rounds in which each client, in turn (in a new random
+/// order each round), sends `batch` requests to [`Canned`]; the median over
+/// rounds of each client's mean time per request, in seconds.
 fn cpu_only(
     rt: &Runtime,
     clients: &[ClientWithMiddleware; 3],
@@ -128,9 +137,10 @@ fn cpu_only(
     const URL: &str = "http://127.0.0.1:9/item";
     rt.block_on(async {
         let mut times: [Vec<f64>; 3] = Default::default();
-        for r in 0..rounds {
-            for j in 0..3 {
-                let c = (r + j) % 3;
+        let mut order = [0, 1, 2];
+        for _ in 0..rounds {
+            fastrand::shuffle(&mut order);
+            for c in order {
                 let start = Instant::now();
                 for _ in 0..batch {
                     std::hint::black_box(get(&clients[c], URL).await);
@@ -193,9 +203,10 @@ fn new_origins(rt: &Runtime, server: SocketAddr, requests: usize) -> [f64; 3] {
         }
         let next = AtomicU64::new(0);
         let mut latencies: [Vec<f64>; 3] = Default::default();
-        for i in 0..requests {
-            for j in 0..3 {
-                let c = (i + j) % 3;
+        let mut order = [0, 1, 2];
+        for _ in 0..requests {
+            fastrand::shuffle(&mut order);
+            for c in order {
                 let n = next.fetch_add(1, Ordering::Relaxed);
                 let url = format!("http://o-{n}.test:{}/item", server.port());
                 let start = Instant::now();
@@ -235,7 +246,7 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 /// Sends `blocks` x `per_block` GETs with each client, interleaved one
-/// request at a time (A/B/C, B/C/A, C/A/B, ...), and returns every
+/// request at a time (each round in a new random order), and returns every
 /// request's latency in seconds, `[client][block][request]`.
 fn interleaved(
     rt: &Runtime,
@@ -250,9 +261,10 @@ fn interleaved(
             for l in &mut latencies {
                 l.push(Vec::with_capacity(per_block));
             }
-            for i in 0..per_block {
-                for j in 0..3 {
-                    let c = (i + j) % 3;
+            let mut order = [0, 1, 2];
+            for _ in 0..per_block {
+                fastrand::shuffle(&mut order);
+                for c in order {
                     let start = Instant::now();
                     std::hint::black_box(get(&clients[c], url).await);
                     let secs = start.elapsed().as_secs_f64();
@@ -332,7 +344,7 @@ fn main() {
         }
     );
 
-    let (blocks, per_block) = if full { (15, 2000) } else { (1, 20) };
+    let (blocks, per_block) = if full { (21, 2000) } else { (1, 20) };
     // Warm the pool and every path before measuring.
     interleaved(&rt, &clients, &url, 1, per_block / 10);
     let latencies = interleaved(&rt, &clients, &url, blocks, per_block);
@@ -366,7 +378,7 @@ fn main() {
         }
     );
     println!(
-        "  median over {blocks} blocks of {per_block} GETs per client (interleaved one request at a time) \
+        "  median over {blocks} blocks of {per_block} GETs per client (interleaved one request at a time, random order) \
          of each block's median; bare {:.1} us per GET; per-block range: backpressure {:.3}-{:.3} \
          ({:+.1} to {:+.1} us), reqwest-retry {:.3}-{:.3} ({:+.1} to {:+.1} us), difference {:+.1} to {:+.1} us",
         bare_us.median,
