@@ -11,13 +11,22 @@
 //! - `reqwest-retry`: `RetryTransientMiddleware` with `ExponentialBackoff`
 //!   and 3 retries.
 //!
-//! After criterion, the same clients run interleaved one request at a time
-//! (A/B/C, B/C/A, C/A/B, …), 5 blocks of 2000 requests each, and the line
-//! `overhead ratio backpressure/bare = …` divides the median latencies.
-//! Interleaving puts every client under the same background noise; three
-//! separate criterion runs on a small, shared machine can land in different
-//! regimes (the loopback round trip is mostly thread wake-ups) and are not
-//! comparable with each other.
+//! A second criterion group, `overhead-cpu`, runs the same three clients
+//! against a last middleware that answers at once without I/O: what the
+//! middlewares cost in CPU alone, without sockets, wake-ups or timers.
+//!
+//! After criterion, the line `cpu-only` gives that CPU cost per request
+//! from interleaved batches, and the line `overhead backpressure/bare = …`
+//! the loopback overhead: the same clients run interleaved one request at a
+//! time, each round in a new random order, 21 blocks of 2000 requests per
+//! client. Each block gives each client's median latency; the ratio and the
+//! extra µs per request printed are the medians over blocks of the
+//! per-block figures, with their range. Interleaving puts every client under
+//! the same background noise (three separate criterion runs on a small,
+//! shared machine can land in different regimes: the loopback round trip is
+//! mostly thread wake-ups), and the random order keeps any client from
+//! always following the same one (a fixed rotation did: a client's latency
+//! depends on which one ran just before it).
 //!
 //! Then the cost of new origins: three clients whose stores already know
 //! 1, 1,000 and 100,000 origins each send GETs to origins they have never
@@ -38,11 +47,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use criterion::Criterion;
+use http::Extensions;
 use reqwest::dns::{Addrs, Name, Resolve, Resolving};
+use reqwest::{Request, Response, ResponseBuilderExt};
 use reqwest_backpressure::origin::PacingConfig;
 use reqwest_backpressure::store::Outcome;
 use reqwest_backpressure::{MemoryStore, Policy, RetryAfterMiddleware, Store};
-use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
+use reqwest_middleware::{ClientBuilder, ClientWithMiddleware, Middleware, Next};
 use reqwest_retry::RetryTransientMiddleware;
 use reqwest_retry::policies::ExponentialBackoff;
 use tokio::runtime::Runtime;
@@ -73,6 +84,72 @@ fn clients() -> [ClientWithMiddleware; 3] {
         .with(RetryTransientMiddleware::new_with_policy(retry))
         .build();
     [bare, ours, theirs]
+}
+
+/// Answers every request at once with `200` and [`BODY`], without I/O:
+/// the last middleware of the CPU-only clients, so what they measure is
+/// the middleware's own work (and no socket, thread wake-up or timer
+/// firing).
+struct Canned;
+
+#[async_trait::async_trait]
+impl Middleware for Canned {
+    async fn handle(
+        &self,
+        req: Request,
+        _: &mut Extensions,
+        _: Next<'_>,
+    ) -> reqwest_middleware::Result<Response> {
+        let response = http::Response::builder()
+            .status(200)
+            .url(req.url().clone())
+            .body(BODY)
+            .expect("canned response");
+        Ok(Response::from(response))
+    }
+}
+
+/// The three clients of [`clients`], each ending in [`Canned`].
+fn cpu_clients() -> [ClientWithMiddleware; 3] {
+    let http = reqwest::Client::new();
+    let bare = ClientBuilder::new(http.clone()).with(Canned).build();
+    let ours = ClientBuilder::new(http.clone())
+        .with(RetryAfterMiddleware::new(Policy::default()))
+        .with(Canned)
+        .build();
+    let retry = ExponentialBackoff::builder().build_with_max_retries(3);
+    let theirs = ClientBuilder::new(http)
+        .with(RetryTransientMiddleware::new_with_policy(retry))
+        .with(Canned)
+        .build();
+    [bare, ours, theirs]
+}
+
+/// CPU-only: `rounds` rounds in which each client, in turn (in a new random
+/// order each round), sends `batch` requests to [`Canned`]; the median over
+/// rounds of each client's mean time per request, in seconds.
+fn cpu_only(
+    rt: &Runtime,
+    clients: &[ClientWithMiddleware; 3],
+    rounds: usize,
+    batch: usize,
+) -> [f64; 3] {
+    const URL: &str = "http://127.0.0.1:9/item";
+    rt.block_on(async {
+        let mut times: [Vec<f64>; 3] = Default::default();
+        let mut order = [0, 1, 2];
+        for _ in 0..rounds {
+            fastrand::shuffle(&mut order);
+            for c in order {
+                let start = Instant::now();
+                for _ in 0..batch {
+                    std::hint::black_box(get(&clients[c], URL).await);
+                }
+                times[c].push(start.elapsed().as_secs_f64() / batch as f64);
+            }
+        }
+        times.map(|mut t| median(&mut t))
+    })
 }
 
 /// Resolves every name to the loopback server.
@@ -126,9 +203,10 @@ fn new_origins(rt: &Runtime, server: SocketAddr, requests: usize) -> [f64; 3] {
         }
         let next = AtomicU64::new(0);
         let mut latencies: [Vec<f64>; 3] = Default::default();
-        for i in 0..requests {
-            for j in 0..3 {
-                let c = (i + j) % 3;
+        let mut order = [0, 1, 2];
+        for _ in 0..requests {
+            fastrand::shuffle(&mut order);
+            for c in order {
                 let n = next.fetch_add(1, Ordering::Relaxed);
                 let url = format!("http://o-{n}.test:{}/item", server.port());
                 let start = Instant::now();
@@ -138,6 +216,23 @@ fn new_origins(rt: &Runtime, server: SocketAddr, requests: usize) -> [f64; 3] {
         }
         latencies.map(|mut l| median(&mut l))
     })
+}
+
+/// The median and range of some per-block figures.
+struct Spread {
+    median: f64,
+    min: f64,
+    max: f64,
+}
+
+impl Spread {
+    fn of(mut v: Vec<f64>) -> Self {
+        Spread {
+            median: median(&mut v),
+            min: v.iter().copied().fold(f64::INFINITY, f64::min),
+            max: v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        }
+    }
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -151,7 +246,7 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 /// Sends `blocks` x `per_block` GETs with each client, interleaved one
-/// request at a time (A/B/C, B/C/A, C/A/B, ...), and returns every
+/// request at a time (each round in a new random order), and returns every
 /// request's latency in seconds, `[client][block][request]`.
 fn interleaved(
     rt: &Runtime,
@@ -166,9 +261,10 @@ fn interleaved(
             for l in &mut latencies {
                 l.push(Vec::with_capacity(per_block));
             }
-            for i in 0..per_block {
-                for j in 0..3 {
-                    let c = (i + j) % 3;
+            let mut order = [0, 1, 2];
+            for _ in 0..per_block {
+                fastrand::shuffle(&mut order);
+                for c in order {
                     let start = Instant::now();
                     std::hint::black_box(get(&clients[c], url).await);
                     let secs = start.elapsed().as_secs_f64();
@@ -216,30 +312,65 @@ fn main() {
         }
         group.finish();
     }
+    {
+        let cpu = cpu_clients();
+        let mut group = criterion.benchmark_group("overhead-cpu");
+        for (name, client) in NAMES.iter().zip(&cpu) {
+            group.bench_function(*name, |b| {
+                b.to_async(&rt)
+                    .iter(|| get(client, "http://127.0.0.1:9/item"));
+            });
+        }
+        group.finish();
+    }
     criterion.final_summary();
 
-    let (blocks, per_block) = if full { (5, 2000) } else { (1, 20) };
+    let (rounds, batch) = if full { (2000, 200) } else { (3, 10) };
+    let cpu = cpu_only(&rt, &cpu_clients(), rounds, batch);
+    println!(
+        "cpu-only (canned answer, no I/O) per request: {} {:.2} us, {} {:.2} us ({:+.2} us), {} {:.2} us ({:+.2} us){}",
+        NAMES[0],
+        cpu[0] * 1e6,
+        NAMES[1],
+        cpu[1] * 1e6,
+        (cpu[1] - cpu[0]) * 1e6,
+        NAMES[2],
+        cpu[2] * 1e6,
+        (cpu[2] - cpu[0]) * 1e6,
+        if full {
+            ""
+        } else {
+            " [test mode: not a measurement]"
+        }
+    );
+
+    let (blocks, per_block) = if full { (21, 2000) } else { (1, 20) };
     // Warm the pool and every path before measuring.
     interleaved(&rt, &clients, &url, 1, per_block / 10);
     let latencies = interleaved(&rt, &clients, &url, blocks, per_block);
-    // Median latency of each client, over all blocks and per block.
-    let overall: Vec<f64> = latencies.iter().map(|l| median(&mut l.concat())).collect();
-    let per_block_ratio = |c: usize| {
-        let r: Vec<f64> = latencies[c]
-            .iter()
-            .zip(&latencies[0])
-            .map(|(x, bare)| median(&mut x.clone()) / median(&mut bare.clone()))
-            .collect();
-        let min = r.iter().copied().fold(f64::INFINITY, f64::min);
-        let max = r.iter().copied().fold(0.0, f64::max);
-        (min, max)
+    // Each block's median latency per client, then, for each comparison,
+    // the median over blocks of the per-block figure: a block hit by a
+    // burst of background load moves one value, not the result.
+    let block_medians: Vec<[f64; 3]> = (0..blocks)
+        .map(|b| std::array::from_fn(|c| median(&mut latencies[c][b].clone())))
+        .collect();
+    let over_blocks = |f: &dyn Fn(&[f64; 3]) -> f64| -> Spread {
+        Spread::of(block_medians.iter().map(f).collect())
     };
-    let (ours_min, ours_max) = per_block_ratio(1);
-    let (theirs_min, theirs_max) = per_block_ratio(2);
+    let ours_ratio = over_blocks(&|m| m[1] / m[0]);
+    let ours_us = over_blocks(&|m| (m[1] - m[0]) * 1e6);
+    let theirs_ratio = over_blocks(&|m| m[2] / m[0]);
+    let theirs_us = over_blocks(&|m| (m[2] - m[0]) * 1e6);
+    let between_us = over_blocks(&|m| (m[1] - m[2]) * 1e6);
+    let bare_us = over_blocks(&|m| m[0] * 1e6);
     println!(
-        "overhead ratio backpressure/bare = {:.3}, reqwest-retry/bare = {:.3}{}",
-        overall[1] / overall[0],
-        overall[2] / overall[0],
+        "overhead backpressure/bare = {:.3} ({:+.1} us/request), reqwest-retry/bare = {:.3} ({:+.1} us/request), \
+         backpressure - reqwest-retry = {:+.1} us{}",
+        ours_ratio.median,
+        ours_us.median,
+        theirs_ratio.median,
+        theirs_us.median,
+        between_us.median,
         if full {
             ""
         } else {
@@ -247,19 +378,20 @@ fn main() {
         }
     );
     println!(
-        "  medians of {blocks}x{per_block} GETs per client, interleaved one request at a time; \
-         per-block ratios: backpressure {ours_min:.3}-{ours_max:.3}, reqwest-retry {theirs_min:.3}-{theirs_max:.3}"
-    );
-    println!(
-        "  median per GET: {} {:.1} us, {} {:.1} us ({:+.2} us), {} {:.1} us ({:+.2} us)",
-        NAMES[0],
-        overall[0] * 1e6,
-        NAMES[1],
-        overall[1] * 1e6,
-        (overall[1] - overall[0]) * 1e6,
-        NAMES[2],
-        overall[2] * 1e6,
-        (overall[2] - overall[0]) * 1e6,
+        "  median over {blocks} blocks of {per_block} GETs per client (interleaved one request at a time, random order) \
+         of each block's median; bare {:.1} us per GET; per-block range: backpressure {:.3}-{:.3} \
+         ({:+.1} to {:+.1} us), reqwest-retry {:.3}-{:.3} ({:+.1} to {:+.1} us), difference {:+.1} to {:+.1} us",
+        bare_us.median,
+        ours_ratio.min,
+        ours_ratio.max,
+        ours_us.min,
+        ours_us.max,
+        theirs_ratio.min,
+        theirs_ratio.max,
+        theirs_us.min,
+        theirs_us.max,
+        between_us.min,
+        between_us.max,
     );
 
     let runs = if full { 5 } else { 1 };

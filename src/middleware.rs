@@ -7,6 +7,8 @@ use reqwest::{Request, Response};
 use reqwest_middleware::{Middleware, Next};
 use tokio::time::Instant;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::error::Error;
@@ -188,17 +190,27 @@ pub(crate) fn origin_of(url: &reqwest::Url) -> String {
     origin
 }
 
-#[async_trait::async_trait]
-impl<S: Store> Middleware for RetryAfterMiddleware<S> {
-    async fn handle(
-        &self,
+impl<S: Store> RetryAfterMiddleware<S> {
+    /// Reads the request's contract and builds its task: everything before
+    /// the first store call, without awaiting anything.
+    #[allow(clippy::type_complexity)]
+    fn task<'a>(
+        &'a self,
         mut req: Request,
-        extensions: &mut Extensions,
-        next: Next<'_>,
-    ) -> reqwest_middleware::Result<Response> {
+        extensions: &Extensions,
+    ) -> Result<
+        (
+            Task<'a, S>,
+            Instant,
+            Request,
+            Option<IdempotencyKey>,
+            Contract,
+        ),
+        Error,
+    > {
         let planner = match &self.planner {
             Ok(p) => p,
-            Err(e) => return Err(Error::InvalidPolicy(e.clone()).into()),
+            Err(e) => return Err(Error::InvalidPolicy(e.clone())),
         };
         let start = Instant::now();
         let deadline = match extensions.get::<Deadline>() {
@@ -208,7 +220,7 @@ impl<S: Store> Middleware for RetryAfterMiddleware<S> {
                 .unwrap_or_else(|| far_future(start)),
         };
         if start >= deadline {
-            return Err(Error::DeadlineExhausted.into());
+            return Err(Error::DeadlineExhausted);
         }
 
         // The task key: the extension (sent as an `Idempotency-Key` header
@@ -237,7 +249,37 @@ impl<S: Store> Middleware for RetryAfterMiddleware<S> {
             origin_of(req.url()),
             deadline,
         );
-        task.run(req, key, contract, extensions, next).await
+        Ok((task, start, req, key, contract))
+    }
+}
+
+/// The future `handle` returns.
+type HandleFuture<'a> =
+    Pin<Box<dyn Future<Output = reqwest_middleware::Result<Response>> + Send + 'a>>;
+
+/// Written out, not with `#[async_trait]` (the signature is what it
+/// expands to): the work before the first store call is synchronous, and
+/// the boxed future is then the task's own, without a wrapper that would
+/// keep a second copy of the request.
+impl<S: Store> Middleware for RetryAfterMiddleware<S> {
+    fn handle<'life0, 'life1, 'life2, 'async_trait>(
+        &'life0 self,
+        req: Request,
+        extensions: &'life1 mut Extensions,
+        next: Next<'life2>,
+    ) -> HandleFuture<'async_trait>
+    where
+        'life0: 'async_trait,
+        'life1: 'async_trait,
+        'life2: 'async_trait,
+        Self: 'async_trait,
+    {
+        match self.task(req, extensions) {
+            Ok((task, start, req, key, contract)) => {
+                Box::pin(task.run(start, Some(req), key, contract, extensions, next))
+            }
+            Err(e) => Box::pin(std::future::ready(Err(e.into()))),
+        }
     }
 }
 

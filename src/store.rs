@@ -127,8 +127,15 @@ pub struct MemoryStore {
 struct MemoryInner {
     leases: Mutex<HashMap<String, Lease>>,
     epoch: Instant,
-    origins: Mutex<Origins>,
-    budget: Mutex<Option<BudgetState>>,
+    /// Origins and the retry budget under one lock: a first send updates
+    /// both, and takes it once.
+    shared: Mutex<Shared>,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    origins: Origins,
+    budget: Option<BudgetState>,
 }
 
 impl Default for MemoryInner {
@@ -136,8 +143,7 @@ impl Default for MemoryInner {
         MemoryInner {
             leases: Mutex::default(),
             epoch: Instant::now(),
-            origins: Mutex::default(),
-            budget: Mutex::default(),
+            shared: Mutex::default(),
         }
     }
 }
@@ -212,14 +218,15 @@ impl MemoryStore {
     /// Number of origins with gate or pacing state.
     #[must_use]
     pub fn origins(&self) -> usize {
-        lock(&self.inner.origins).map.len()
+        lock(&self.inner.shared).origins.map.len()
     }
 
     /// The current pace of `origin` (`scheme://host:port`) in requests per
     /// second, 0 when it is not paced; `None` for an unknown origin.
     #[must_use]
     pub fn origin_rate(&self, origin: &str) -> Option<f64> {
-        lock(&self.inner.origins)
+        lock(&self.inner.shared)
+            .origins
             .map
             .get(origin)
             .map(OriginState::rate)
@@ -234,13 +241,20 @@ impl MemoryStore {
         first: bool,
     ) -> Admission {
         let now = self.now();
-        if first && budget.enabled {
-            BudgetState::slot(&mut lock(&self.inner.budget), budget, now).deposit(budget, now);
+        let deposit = first && budget.enabled;
+        if !deposit && !pacing.gate {
+            return Admission::Now;
+        }
+        let mut shared = lock(&self.inner.shared);
+        if deposit {
+            BudgetState::slot(&mut shared.budget, budget, now).deposit(budget, now);
         }
         if !pacing.gate {
             return Admission::Now;
         }
-        lock(&self.inner.origins).with(origin, now, |s| s.admit(pacing, now, latest))
+        shared
+            .origins
+            .with(origin, now, |s| s.admit(pacing, now, latest))
     }
 
     /// Number of idempotency keys whose lease is held (tasks running with a
@@ -314,7 +328,8 @@ impl Store for MemoryStore {
         origin: &str,
     ) -> impl Future<Output = Result<Option<Duration>, StoreError>> + Send {
         let now = self.now();
-        let gate = lock(&self.inner.origins)
+        let gate = lock(&self.inner.shared)
+            .origins
             .map
             .get(origin)
             .and_then(|s| s.gate_in(now));
@@ -329,7 +344,9 @@ impl Store for MemoryStore {
     ) -> impl Future<Output = Result<Option<Duration>, StoreError>> + Send {
         let closed = pacing.gate.then(|| {
             let now = self.now();
-            lock(&self.inner.origins).with(origin, now, |s| s.observe(pacing, now, outcome))
+            lock(&self.inner.shared)
+                .origins
+                .with(origin, now, |s| s.observe(pacing, now, outcome))
         });
         std::future::ready(Ok(closed.flatten()))
     }
@@ -340,7 +357,8 @@ impl Store for MemoryStore {
     ) -> impl Future<Output = Result<bool, StoreError>> + Send {
         let ok = !budget.enabled || {
             let now = self.now();
-            BudgetState::slot(&mut lock(&self.inner.budget), budget, now).withdraw(budget, now)
+            BudgetState::slot(&mut lock(&self.inner.shared).budget, budget, now)
+                .withdraw(budget, now)
         };
         std::future::ready(Ok(ok))
     }

@@ -7,6 +7,7 @@
 //! decision is the planner's.
 
 use std::future::Future;
+use std::task::Poll;
 use std::time::SystemTime;
 
 use http::Extensions;
@@ -41,8 +42,10 @@ pub(crate) struct Task<'a, S> {
     state: TaskState,
     /// When the caller may usefully send again, from the last pushback.
     retry_at: Option<SystemTime>,
-    /// The last pushback, returned if the task stops before its retry.
-    last: Option<Response>,
+    /// The last pushback, returned if the task stops before its retry
+    /// (boxed: a task that meets none keeps a pointer, not a response, in
+    /// its future).
+    last: Option<Box<Response>>,
     /// The origin and reason of the wait the observer was told of and not
     /// yet told the end of (only with an observer).
     pending_wait: Option<(String, WaitReason)>,
@@ -89,129 +92,170 @@ impl<'a, S: Store> Task<'a, S> {
         }
     }
 
-    /// Runs the task to its end.
-    pub(crate) async fn run(
+    /// Runs the task to its end; `started` is when the middleware took
+    /// the request.
+    ///
+    /// A function returning an `async move` block rather than an `async
+    /// fn`: an `async fn` keeps its arguments twice in its state (as
+    /// captured and as locals), and this future is allocated and moved on
+    /// every request. The paths a request that meets no pushback does not
+    /// take (a key's lease, a pushback, every wait) are boxed, for the same
+    /// reason.
+    #[allow(clippy::manual_async_fn)] // written out on purpose, see above
+    pub(crate) fn run<'e>(
         mut self,
-        request: Request,
+        started: Instant,
+        mut original: Option<Request>,
         key: Option<IdempotencyKey>,
         contract: Contract,
-        extensions: &mut Extensions,
-        next: Next<'_>,
-    ) -> reqwest_middleware::Result<Response> {
-        let _lease = match key {
-            Some(key) => match self.acquire(key).await {
-                Ok(lease) => Some(lease),
-                Err(e) => {
-                    self.stopped(e.code());
-                    return Err(e.into());
+        extensions: &'e mut Extensions,
+        next: Next<'e>,
+    ) -> impl Future<Output = reqwest_middleware::Result<Response>> + Send + use<'a, 'e, S> {
+        async move {
+            let _lease = match key {
+                Some(key) => {
+                    let acquire = Box::pin(self.acquire(key));
+                    match acquire.await {
+                        Ok(lease) => Some(lease),
+                        Err(e) => {
+                            self.stopped(e.code());
+                            return Err(e.into());
+                        }
+                    }
                 }
-            },
-            None => None,
-        };
-        let max_attempts = self.planner.policy().max_attempts;
-        let mut original = Some(request);
-        loop {
-            // Wait at the origin's gate and for a paced slot: no attempt is
-            // spent here.
-            if let Err(halt) = self.admit().await {
-                return self.halt(halt);
-            }
-            let attempt = match self.planner.claim(&mut self.state, Instant::now()) {
-                Claim::Send { attempt } => attempt,
-                Claim::Stop(reason) => return self.halt(Halt::Stop(reason)),
-                // Unreachable with this loop: every wait is followed by a
-                // claim at or after its time, and no attempt is in flight.
-                Claim::NotYet(_) | Claim::Active | Claim::NothingPlanned => {
-                    return self.halt(Halt::Stop(StopReason::DeadlineExhausted));
+                None => None,
+            };
+            let max_attempts = self.planner.policy().max_attempts;
+            // The middleware's clock reading, for the first admission.
+            let mut started = Some(started);
+            loop {
+                // Wait at the origin's gate and for a paced slot: no attempt
+                // is spent here.
+                let now = match self.admit(started.take()).await {
+                    Ok(now) => now,
+                    Err(halt) => return self.halt(halt),
+                };
+                let attempt = match self.planner.claim(&mut self.state, now) {
+                    Claim::Send { attempt } => attempt,
+                    Claim::Stop(reason) => return self.halt(Halt::Stop(reason)),
+                    // Unreachable with this loop: every wait is followed by
+                    // a claim at or after its time, and no attempt is in
+                    // flight.
+                    Claim::NotYet(_) | Claim::Active | Claim::NothingPlanned => {
+                        return self.halt(Halt::Stop(StopReason::DeadlineExhausted));
+                    }
+                };
+                // Keep the request for a retry and send a copy, unless this
+                // is the last attempt or the body is a stream (sent once; a
+                // pushback then stops with `body_not_replayable`).
+                let copy = if attempt < max_attempts && contract.replayable {
+                    original.as_ref().and_then(Request::try_clone)
+                } else {
+                    None
+                };
+                let Some(this) = copy.or_else(|| original.take()) else {
+                    return self.halt(Halt::Stop(StopReason::BodyNotReplayable));
+                };
+                extensions.insert(Attempt::new(attempt));
+                if let Some(o) = self.observer {
+                    o.on_send(&observe::Send {
+                        origin: &self.origin,
+                        attempt,
+                    });
                 }
-            };
-            let Some(pending) = original.take() else {
-                return self.halt(Halt::Stop(StopReason::BodyNotReplayable));
-            };
-            // Keep a copy for a retry unless this is the last attempt or the
-            // body is a stream (sent once; a pushback then stops with
-            // `body_not_replayable`).
-            let this = match (attempt < max_attempts && contract.replayable)
-                .then(|| pending.try_clone())
-                .flatten()
-            {
-                Some(copy) => {
-                    original = Some(pending);
-                    copy
-                }
-                None => pending,
-            };
-            extensions.insert(Attempt::new(attempt));
-            if let Some(o) = self.observer {
-                o.on_send(&observe::Send {
-                    origin: &self.origin,
+                let response = match self.send(this, extensions, next.clone()).await {
+                    Ok(result) => result?,
+                    Err(_) => return Err(Error::AttemptTimedOut.into()),
+                };
+                let (rate_limit, received_at) = match self.settle(&response) {
+                    Ok(outcome) => {
+                        // Gate, pace and logs belong to the origin that
+                        // answered: after a redirect, that is not the
+                        // request's.
+                        let answered = answered_by(&self.origin, response.url());
+                        self.record(&answered, outcome).await;
+                        return Ok(self.report(response, None, None));
+                    }
+                    Err(pushback) => pushback,
+                };
+                let pushed_back = Box::pin(self.pushed_back(
+                    response,
+                    rate_limit,
+                    received_at,
                     attempt,
-                });
-            }
-            let response = self.send(this, extensions, next.clone()).await?;
-            match self.answer(response, attempt, contract).await {
-                Ok(done) => return done,
-                Err(until) => {
-                    tokio::time::sleep_until(until).await;
-                    self.end_wait(false);
+                    contract,
+                ));
+                match pushed_back.await {
+                    Ok(done) => return done,
+                    Err(until) => {
+                        let sleep = Box::pin(tokio::time::sleep_until(until));
+                        sleep.await;
+                        self.end_wait(false);
+                    }
                 }
             }
         }
     }
 
-    /// Sends one attempt, bounded by the deadline. A transport error or
+    /// Sends one attempt, bounded by the deadline (elapsed: the caller
+    /// ends the task with [`Error::AttemptTimedOut`]). A transport error or
     /// timeout has an unknown outcome: it is returned as is, never treated
     /// as a pushback.
-    async fn send(
+    fn send<'n>(
         &self,
         mut request: Request,
-        extensions: &mut Extensions,
-        next: Next<'_>,
-    ) -> reqwest_middleware::Result<Response> {
+        extensions: &'n mut Extensions,
+        next: Next<'n>,
+    ) -> tokio::time::Timeout<impl Future<Output = reqwest_middleware::Result<Response>> + 'n> {
         let deadline = self.state.deadline();
         // Trim a timeout the caller set to what is left of the deadline;
         // without one, the deadline bounds the attempt below (and the
         // client's own timeout, if any, still applies).
-        let remaining = deadline.saturating_duration_since(Instant::now());
         if let Some(t) = request.timeout_mut() {
-            *t = (*t).min(remaining);
+            *t = (*t).min(deadline.saturating_duration_since(Instant::now()));
         }
-        match tokio::time::timeout_at(deadline, next.run(request, extensions)).await {
-            Ok(result) => result,
-            Err(_) => Err(Error::AttemptTimedOut.into()),
-        }
+        tokio::time::timeout_at(deadline, next.run(request, extensions))
     }
 
-    /// What to do with an answer: the task's result, or when to retry.
-    async fn answer(
+    /// Settles an answer that is not a pushback: the attempt is over, and
+    /// what the origin's shared state learns from it. A pushback: what its
+    /// rate-limit headers say, and when it was received.
+    fn settle(&mut self, response: &Response) -> Result<Outcome, (RateLimitHint, SystemTime)> {
+        let policy = self.planner.policy();
+        // The clock is read only if a header or a pushback needs it.
+        let mut received_at = None;
+        let rate_limit = self.rate_limit(response, || {
+            *received_at.get_or_insert_with(SystemTime::now)
+        });
+        if policy.is_pushback(response.status(), rate_limit.exhausted()) {
+            return Err((rate_limit, received_at.unwrap_or_else(SystemTime::now)));
+        }
+        self.planner.finish(&mut self.state);
+        Ok(match (rate_limit.remaining(), rate_limit.reset()) {
+            (_, Some(reset_in)) if policy.proactive_gate && rate_limit.exhausted() => {
+                Outcome::Exhausted { reset_in }
+            }
+            (Some(remaining), Some(reset_in)) if policy.proactive_gate => Outcome::Quota {
+                remaining,
+                reset_in,
+            },
+            _ => Outcome::Admitted,
+        })
+    }
+
+    /// What to do with a pushback received at `received_at`: the task's
+    /// result, or when to retry.
+    async fn pushed_back(
         &mut self,
         response: Response,
+        rate_limit: RateLimitHint,
+        received_at: SystemTime,
         attempt: u32,
         contract: Contract,
     ) -> Result<reqwest_middleware::Result<Response>, Instant> {
         let policy = self.planner.policy();
         let status = response.status();
-        // Gate, pace and logs belong to the origin that answered: after a
-        // redirect, that is not the request's.
         let answered = answered_by(&self.origin, response.url());
-        let received_at = SystemTime::now();
-        let rate_limit = self.rate_limit(&response, received_at);
-        if !policy.is_pushback(status, rate_limit.exhausted()) {
-            self.planner.finish(&mut self.state);
-            let outcome = match (rate_limit.remaining(), rate_limit.reset()) {
-                (_, Some(reset_in)) if policy.proactive_gate && rate_limit.exhausted() => {
-                    Outcome::Exhausted { reset_in }
-                }
-                (Some(remaining), Some(reset_in)) if policy.proactive_gate => Outcome::Quota {
-                    remaining,
-                    reset_in,
-                },
-                _ => Outcome::Admitted,
-            };
-            self.record(&answered, outcome).await;
-            return Ok(self.finish(response, None));
-        }
-
         let headers = response.headers();
         let hint = Hint::from_headers(headers);
         let pushback = Pushback {
@@ -249,7 +293,7 @@ impl<'a, S: Store> Task<'a, S> {
                 self.waiting(Some(&answered), WaitReason::Retry(source), until - now);
                 // Keep the pushed-back response: if the retry cannot be
                 // sent after all, the caller gets what the server said.
-                self.last = Some(response);
+                self.last = Some(Box::new(response));
                 Err(until)
             }
         }
@@ -258,7 +302,11 @@ impl<'a, S: Store> Task<'a, S> {
     /// What the response's rate-limit headers say, when the policy reads
     /// them and the answer could use them (a pushback, a status they
     /// declare, or any answer when the proactive gate is on).
-    fn rate_limit(&self, response: &Response, received_at: SystemTime) -> RateLimitHint {
+    fn rate_limit(
+        &self,
+        response: &Response,
+        received_at: impl FnOnce() -> SystemTime,
+    ) -> RateLimitHint {
         let policy = self.planner.policy();
         let headers = &policy.rate_limit_headers;
         let status = response.status();
@@ -269,7 +317,7 @@ impl<'a, S: Store> Task<'a, S> {
             return RateLimitHint::default();
         }
         headers.read_with(response.headers(), || {
-            server_date(response.headers()).unwrap_or(received_at)
+            server_date(response.headers()).unwrap_or_else(received_at)
         })
     }
 
@@ -297,33 +345,42 @@ impl<'a, S: Store> Task<'a, S> {
     /// paced slot has come, within the planner's
     /// [admission limit](Planner::admission_limit). The task's first send
     /// deposits into the retry budget, once however often it asks.
-    async fn admit(&mut self) -> Result<(), Halt> {
+    ///
+    /// `now`, if given, is a clock reading taken just before (the
+    /// middleware's): it is used instead of reading the clock again, and
+    /// returned as the time of admission when the store answered at once.
+    /// Otherwise the time of admission is read when it comes.
+    async fn admit(&mut self, now: Option<Instant>) -> Result<Instant, Halt> {
         let policy = self.planner.policy();
         let pacing = policy.pacing_config();
         let mut deposit = self.state.attempts() == 0;
+        let mut now = now;
         loop {
-            let limit = self.planner.admission_limit(&self.state, Instant::now());
-            let admission = self
-                .bounded_raw(self.store.admit(
+            let asked = now.take().unwrap_or_else(Instant::now);
+            let limit = self.planner.admission_limit(&self.state, asked);
+            let (admission, at_once) = self
+                .bounded_ready(self.store.admit(
                     &self.origin,
                     pacing,
                     &policy.retry_budget,
                     limit.latest,
                     deposit,
                 ))
-                .await
+                .await;
+            let admission = admission
                 .ok_or(Halt::Stop(StopReason::DeadlineExhausted))?
                 .map_err(Halt::Store)?;
             deposit = false;
+            let admitted = || if at_once { asked } else { Instant::now() };
             let wait = match admission {
-                Admission::Now => return Ok(()),
+                Admission::Now => return Ok(admitted()),
                 Admission::Reopened => {
                     if let Some(o) = self.observer {
                         o.on_gate_reopened(&observe::GateReopened {
                             origin: &self.origin,
                         });
                     }
-                    return Ok(());
+                    return Ok(admitted());
                 }
                 Admission::Refused { free_in } => {
                     // Never earlier than the server's time, and a caller who
@@ -346,7 +403,8 @@ impl<'a, S: Store> Task<'a, S> {
             };
             // Measured from after the store's answer, never early.
             let slept = Instant::now();
-            tokio::time::sleep(wait).await;
+            let sleep = Box::pin(tokio::time::sleep(wait));
+            sleep.await;
             self.end_wait(false);
             self.state.add_wait(slept.elapsed());
             if let Admission::SlotReserved(_) = admission {
@@ -358,7 +416,7 @@ impl<'a, S: Store> Task<'a, S> {
                     .ok_or(Halt::Stop(StopReason::DeadlineExhausted))?
                     .map_err(Halt::Store)?;
                 if gate.is_none() {
-                    return Ok(());
+                    return Ok(Instant::now());
                 }
             }
         }
@@ -393,9 +451,22 @@ impl<'a, S: Store> Task<'a, S> {
 
     /// `fut`, unless the task's deadline passes first.
     async fn bounded_raw<T>(&self, fut: impl Future<Output = T>) -> Option<T> {
-        tokio::time::timeout_at(self.state.deadline(), fut)
-            .await
-            .ok()
+        self.bounded_ready(fut).await.0
+    }
+
+    /// `fut`, unless the task's deadline passes first, and whether it
+    /// answered at once.
+    async fn bounded_ready<T>(&self, fut: impl Future<Output = T>) -> (Option<T>, bool) {
+        let mut fut = std::pin::pin!(fut);
+        // A call answered at once (the in-memory store's always are) needs
+        // no timer; only a pending one is raced with the deadline.
+        match std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await {
+            Poll::Ready(v) => (Some(v), true),
+            Poll::Pending => {
+                let bounded = Box::pin(tokio::time::timeout_at(self.state.deadline(), fut));
+                (bounded.await.ok(), false)
+            }
+        }
     }
 
     /// A store call's answer, or why it gave none.
@@ -449,7 +520,7 @@ impl<'a, S: Store> Task<'a, S> {
                 let retry_at = self.retry_at;
                 let reason = halt.reason();
                 self.stopped(reason.code());
-                Ok(self.report(response, Some(reason), retry_at))
+                Ok(self.report(*response, Some(reason), retry_at))
             }
             None => {
                 let error = halt.into_error();
