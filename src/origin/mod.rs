@@ -429,9 +429,9 @@ impl OriginState {
     /// within the span the answers of a burst get shuffled in
     /// ([`reorder`](Self::reorder)).
     /// So every batch is spread over X, and the next batch leaves W plus a
-    /// margin after the last slot of the one before; the first waits X
-    /// after the probe. X is the time from the period's first admission to
-    /// its last answer (an upper bound of the time the server spent on the
+    /// margin after the last slot of the one before; the first waits, after
+    /// the probe, until a whole W has passed since the period's last answer.
+    /// X is the time from the period's first admission to its last answer (an upper bound of the time the server spent on the
     /// burst) when a success came later than that span after the first
     /// rejection (the server admitted while it rejected: a bucket, whatever
     /// else it is), else at most that span (whatever it admitted while
@@ -481,10 +481,16 @@ impl OriginState {
             // up with).
             let mut spread = if sending <= span && !self.stated {
                 let burst = self.last_answer.saturating_sub(self.epoch_start);
-                match self.first_reject {
+                let within = match self.first_reject {
                     Some(first) if !self.late => burst.min(self.reorder(first)),
-                    _ => burst,
-                }
+                    // The client reads a long burst's answers in a rush at
+                    // its end: half as much again.
+                    _ => burst.mul_f64(1.5),
+                };
+                // Admissions are whole: a bucket that admitted k while
+                // rejecting refilled them over a little more than k - 1
+                // intervals; two intervals more keep its last slot clear.
+                within + (span * 2 / batch.max(1)).min(span / 10)
             } else {
                 Duration::ZERO
             };
@@ -492,7 +498,7 @@ impl OriginState {
                 // Too long to spread a batch over within a window: the
                 // batch is what a bucket refilling over the span held.
                 let stretched = span.as_secs_f64() / (span + spread).as_secs_f64();
-                batch = to_count(f64::from(batch) * stretched);
+                batch = to_count(f64::from(batch) * stretched).max(batch.min(1));
                 spread = span / 2;
             }
             if batch >= 1 {
@@ -513,10 +519,12 @@ impl OriginState {
         }
         if probe_counted {
             // The probe leaves at the gate time (one slot of the batch);
-            // the rest after its head start and the spread.
+            // the rest after its head start.
             let gap = (self.batch_every / self.batch).clamp(PROBE_GAP_MIN, PROBE_GAP_MAX);
             self.batch_left = self.batch - 1;
-            self.batch_start = gate + gap.max(self.batch_spread);
+            // A bucket has refilled for a whole span since the last answer
+            // of the period (its last admission came no later).
+            self.batch_start = (gate + gap).max(self.last_answer + span);
             if self.batch_left > 0 {
                 self.next_slot = self.batch_start;
             }
