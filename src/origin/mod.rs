@@ -13,16 +13,20 @@
 //! (so requests that were not yet rejected do not add to the burst), and the
 //! pace releases the queue no faster than the origin has been seen to admit.
 //!
-//! The admitted rate is learned, not configured: between one opening of the
-//! gate and the next closing, the 2xx answers counted over the time until
-//! the server's `Retry-After` give what the server admitted in that period.
-//! When the gate reopens, the pace is set to that rate, and the first request
-//! released is a probe: it goes alone, the next one no earlier than one
-//! interval later, so a probe that is rejected again closes the gate before
-//! the queue follows it. While no pushback comes, the pace rises on each
-//! success: fast (slow start) when nothing was ever learned, gently (about 5%
-//! a second) otherwise. Requests are never released before the server's time
-//! and never jittered below it.
+//! What the origin admits is learned, not configured: between one opening
+//! of the gate and the next closing, the 2xx answers counted over the time
+//! until the server's `Retry-After` give how many it admitted per period.
+//! When the gate reopens, the first request released is a probe: it goes
+//! alone, the rest of the queue a short gap later, so a probe that is
+//! rejected again closes the gate before the queue follows it. The queue
+//! then leaves in batches of what was admitted, one batch per period (see
+//! `reopen` for how a batch is spread so that a token bucket, which a
+//! client cannot tell from a window, never sees more than it refills). A
+//! batch is cut by a tenth on each pushback and raised by a tenth after
+//! ten seconds without one. When nothing was ever measured (a shared state
+//! lost with its store), a smooth pace starts at one request a second and
+//! rises on each success (slow start). Requests are never released before
+//! the server's time and never jittered below it.
 
 use std::time::Duration;
 
