@@ -458,12 +458,13 @@ impl OriginState {
         if self.learned && self.batch > 0 {
             if self.rejected {
                 let b = f64::from(self.batch);
-                self.batch = to_count(b * CUT_FACTOR)
-                    .min(self.batch - 1)
-                    .max(to_count((b * CUT_FLOOR).ceil()))
-                    .max(1);
+                self.set_batch(
+                    to_count(b * CUT_FACTOR)
+                        .min(self.batch - 1)
+                        .max(to_count((b * CUT_FLOOR).ceil()))
+                        .max(1),
+                );
             }
-            self.batch_left = self.batch_left.min(self.batch);
             restart = self.next_slot <= gate;
         } else {
             let sending = self
@@ -477,12 +478,11 @@ impl OriginState {
                 0.0
             };
             let mut batch = to_count(f64::from(self.epoch_successes) * share);
-            // The span is an upper bound of how long the server spent on
-            // the burst, admitting what it refilled.
             // A server that states its quota and reset resets it then: its
-            // batch leaves at once. Otherwise, a burst's answers' span
-            // (successes over a long period came at a pace the server kept
-            // up with).
+            // batch leaves at once. Otherwise, a burst's answers' span, an
+            // upper bound of how long the server spent on it, admitting what
+            // it refilled (successes over a long period came at a pace the
+            // server kept up with).
             let mut spread = if sending <= span && !self.stated {
                 let burst = self.last_answer.saturating_sub(self.epoch_start);
                 let within = match self.first_reject {
@@ -506,16 +506,13 @@ impl OriginState {
                 spread = span / 2;
             }
             if batch >= 1 {
-                self.batch = batch;
                 self.batch_spread = spread;
                 self.batch_every = batch_every(span);
+                self.set_batch(batch);
                 self.learned = true;
             } else {
                 self.rate = self.rate.max(MIN_RATE);
             }
-        }
-        if self.batch > 0 {
-            self.rate = f64::from(self.batch) / self.batch_every.as_secs_f64();
         }
         let probe_counted = restart && self.batch > 0;
         if restart {
@@ -582,13 +579,21 @@ impl OriginState {
         }
     }
 
+    /// Sets the batch size, with the pace it makes over `batch_every`; a
+    /// current batch keeps no more slots left than the new size.
+    fn set_batch(&mut self, batch: u32) {
+        self.batch = batch;
+        self.batch_left = self.batch_left.min(batch);
+        self.rate = f64::from(batch) / self.batch_every.as_secs_f64();
+    }
+
     /// A learned pace that ran [`RAISE_EVERY`] without a pushback rises.
     fn raise(&mut self) {
         if self.batch > 0 {
-            self.batch = self
-                .batch
-                .saturating_add(to_count(f64::from(self.batch) * (RAISE_FACTOR - 1.0)).max(1));
-            self.rate = f64::from(self.batch) / self.batch_every.as_secs_f64();
+            self.set_batch(
+                self.batch
+                    .saturating_add(to_count(f64::from(self.batch) * (RAISE_FACTOR - 1.0)).max(1)),
+            );
         } else {
             self.rate *= RAISE_FACTOR;
         }
@@ -693,9 +698,7 @@ impl OriginState {
             None => {
                 // No usable server time: slow down without a gate.
                 if self.batch > 0 {
-                    self.batch = (self.batch / 2).max(1);
-                    self.batch_left = self.batch_left.min(self.batch);
-                    self.rate = f64::from(self.batch) / self.batch_every.as_secs_f64();
+                    self.set_batch((self.batch / 2).max(1));
                 } else if self.rate > 0.0 {
                     self.rate = (self.rate * 0.5).max(MIN_RATE);
                 }

@@ -239,14 +239,13 @@ impl RedisStore {
     /// Leases live in Redis without persistence: when Redis restarts empty,
     /// a key whose task is still running would look free to every other
     /// process. Each process re-asserts the leases it holds about once a
-    /// second, so once Redis has
-    /// been up this long, every running task's lease is back. Until then a
-    /// store failing closed waits for the rest of the grace before taking a
-    /// lease, or, if the task's deadline comes first, fails with
-    /// `store_unavailable`. A store failing open does not wait (it may
-    /// lose exclusion for that long; see [`FailMode::Open`]). Keep it above
-    /// one second plus [`op_timeout`](Self::op_timeout); zero turns the
-    /// check off. A Redis that keeps its data across restarts
+    /// second, so once Redis has been up this long, every running task's
+    /// lease is back. Until then a store failing closed waits for the rest
+    /// of the grace before taking a lease, or, if the task's deadline comes
+    /// first, fails with `store_unavailable`. A store failing open does not
+    /// wait (it may lose exclusion for that long; see [`FailMode::Open`]).
+    /// Keep it above one second plus [`op_timeout`](Self::op_timeout); zero
+    /// turns the check off. A Redis that keeps its data across restarts
     /// (`appendonly yes`) needs no grace, but the check costs it only this
     /// wait after a restart.
     #[must_use]
