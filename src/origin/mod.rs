@@ -156,6 +156,9 @@ const SLOW_START_AHEAD: Duration = Duration::from_secs(1);
 /// that truncates its time (Flask-Limiter, tower-governor) says 0 for
 /// "under a second", and a retry at once lands in the same closed window.
 const ZERO_HOLD: Duration = Duration::from_secs(1);
+/// Two stated resets less than this apart are the same window's (servers
+/// round their reset to whole seconds).
+const SAME_WINDOW: Duration = Duration::from_millis(500);
 /// Longest measuring period before the gate first closes: what an origin
 /// admitted long ago says little about its limit now.
 const EPOCH_MAX: Duration = Duration::from_secs(60);
@@ -386,6 +389,14 @@ impl OriginState {
         if wait > latest {
             return self.refuse(now, wait);
         }
+        if new_batch && wait > Duration::ZERO && self.states_quota() {
+            // A server that states its quota re-anchors every batch at its
+            // stated reset, which the answers of the batch before tell: a
+            // spent quota closes the gate until then. Slots booked now would
+            // fall before that reset and be lost, so the task asks again
+            // when the next batch could leave, holding nothing.
+            return Admission::QueueAhead(wait);
+        }
         if new_batch {
             self.batch_left = self.batch;
             self.batch_start = start;
@@ -397,6 +408,12 @@ impl OriginState {
         } else {
             Admission::SlotReserved(wait)
         }
+    }
+
+    /// Whether the origin's answers stated its quota and reset (rate-limit
+    /// headers) at some time: a stated reset re-anchors its batches.
+    fn states_quota(&self) -> bool {
+        self.quota_until > Duration::ZERO
     }
 
     /// When the `i`-th slot of a batch leaves, from the batch's start:
@@ -524,8 +541,13 @@ impl OriginState {
             let gap = (self.batch_every / self.batch).clamp(PROBE_GAP_MIN, PROBE_GAP_MAX);
             self.batch_left = self.batch - 1;
             // A bucket has refilled for a whole span since the last answer
-            // of the period (its last admission came no later).
-            self.batch_start = (gate + gap).max(self.last_answer + span);
+            // of the period (its last admission came no later). A server
+            // that stated its reset has reset by the gate.
+            self.batch_start = if self.stated {
+                gate + gap
+            } else {
+                (gate + gap).max(self.last_answer + span)
+            };
             if self.batch_left > 0 {
                 self.next_slot = self.batch_start;
             }
@@ -616,7 +638,18 @@ impl OriginState {
             Outcome::Exhausted { reset_in } => {
                 self.on_success(now);
                 self.stated = true;
-                self.hold(cfg, now, now.checked_add(reset_in));
+                let mut reset = now.checked_add(reset_in);
+                // Servers round their reset up to whole seconds: of two
+                // answers stating the same window's reset, the earlier
+                // bounds it more closely. A spent quota tells no task to
+                // wait (it is not a pushback), so the earlier one holds.
+                if let Some(at) = reset
+                    && self.quota_until > now
+                    && at.abs_diff(self.quota_until) < SAME_WINDOW
+                {
+                    reset = Some(at.min(self.quota_until));
+                }
+                self.hold(cfg, now, reset);
             }
             Outcome::Quota {
                 remaining,
@@ -639,8 +672,7 @@ impl OriginState {
         let Some(until) = now.checked_add(reset_in) else {
             return;
         };
-        let same_window =
-            self.quota_until > now && until.abs_diff(self.quota_until) < Duration::from_millis(500);
+        let same_window = self.quota_until > now && until.abs_diff(self.quota_until) < SAME_WINDOW;
         if same_window {
             self.quota_left = self.quota_left.min(remaining);
         } else if until > self.quota_until {
