@@ -130,11 +130,6 @@ const CUT_FLOOR: f64 = 0.5;
 /// for this long is forgotten (by a store's sweep, or a shared key's TTL).
 pub(crate) const ORIGIN_IDLE: Duration = Duration::from_secs(300);
 
-/// Successes answered later than this after the period's first rejection
-/// are *late*: not answers of the burst the server admitted before it began
-/// rejecting, arriving out of order, but requests it admitted while it was
-/// rejecting others (a bucket refilling, a GCRA cell freeing).
-const REORDER: Duration = Duration::from_millis(50);
 /// Spacing of batches beyond the server's own period: at least this, so
 /// that timer and network lateness never puts two batches into one of its
 /// windows, and a bucket refills fully between them.
@@ -208,13 +203,8 @@ pub struct OriginState {
     /// Whether an answer of the current period stated the server's quota
     /// and its reset (rate-limit headers).
     stated: bool,
-    /// The last answer (success or rejection) of the current period.
-    last_answer: Duration,
-    /// The first rejection of the current period, a zero time included.
-    first_reject: Option<Duration>,
-    /// Whether a success of the current period came more than
-    /// [`REORDER`] after its first rejection.
-    late: bool,
+    /// The last success of the current period.
+    last_success: Duration,
     /// When the pace was last set or raised.
     raised_at: Duration,
     /// Last time a task touched this origin.
@@ -248,9 +238,7 @@ impl OriginState {
             first_pushback: None,
             rejected: false,
             stated: false,
-            last_answer: now,
-            first_reject: None,
-            late: false,
+            last_success: now,
             raised_at: now,
             last_seen: now,
             quota_left: 0,
@@ -496,22 +484,17 @@ impl OriginState {
             };
             let mut batch = to_count(f64::from(self.epoch_successes) * share);
             // A server that states its quota and reset resets it then: its
-            // batch leaves at once. Otherwise, a burst's answers' span, an
-            // upper bound of how long the server spent on it, admitting what
-            // it refilled (successes over a long period came at a pace the
-            // server kept up with).
+            // batch leaves at once. Otherwise the batch is spread over the
+            // time from the period's start to its last success read: an
+            // upper bound of the span the server admitted it over, which a
+            // bucket spent refilling what it admitted beyond its capacity
+            // (successes over a long period came at a pace the server kept
+            // up with).
             let mut spread = if sending <= span && !self.stated {
-                let burst = self.last_answer.saturating_sub(self.epoch_start);
-                let within = match self.first_reject {
-                    Some(first) if !self.late => burst.min(self.reorder(first)),
-                    // The client reads a long burst's answers in a rush at
-                    // its end: half as much again.
-                    _ => burst.mul_f64(1.5),
-                };
-                // Admissions are whole: a bucket that admitted k while
-                // rejecting refilled them over a little more than k - 1
-                // intervals; two intervals more keep its last slot clear.
-                within + (span * 2 / batch.max(1)).min(span / 10)
+                let admitting = self.last_success.saturating_sub(self.epoch_start);
+                // The batch's last slot leaves one slot short of the spread
+                // (slot i at spread * i / batch): one interval more.
+                admitting + (span / batch.max(1)).min(span / 10)
             } else {
                 Duration::ZERO
             };
@@ -540,13 +523,13 @@ impl OriginState {
             // the rest after its head start.
             let gap = (self.batch_every / self.batch).clamp(PROBE_GAP_MIN, PROBE_GAP_MAX);
             self.batch_left = self.batch - 1;
-            // A bucket has refilled for a whole span since the last answer
+            // A bucket has refilled for a whole span since the last success
             // of the period (its last admission came no later). A server
             // that stated its reset has reset by the gate.
             self.batch_start = if self.stated {
                 gate + gap
             } else {
-                (gate + gap).max(self.last_answer + span)
+                (gate + gap).max(self.last_success + span)
             };
             if self.batch_left > 0 {
                 self.next_slot = self.batch_start;
@@ -556,21 +539,11 @@ impl OriginState {
         self.first_pushback = None;
         self.rejected = false;
         self.stated = false;
-        self.last_answer = gate;
-        self.first_reject = None;
-        self.late = false;
+        self.last_success = gate;
         self.epoch_start = gate;
         self.epoch_successes = 0;
         self.raised_at = gate;
         probe_counted
-    }
-
-    /// How late after the period's first rejection (at `first`) a success
-    /// may arrive and still be one the server admitted before it: at least
-    /// [`REORDER`], and half the time the burst took to meet that rejection
-    /// (a client still sending a long burst reads its answers late).
-    fn reorder(&self, first: Duration) -> Duration {
-        REORDER.max(first.saturating_sub(self.epoch_start) / 2)
     }
 
     /// A 2xx (or any non-pushback) answer arrived at `now`.
@@ -583,13 +556,7 @@ impl OriginState {
             self.epoch_start = now;
             self.epoch_successes = 0;
         }
-        self.last_answer = self.last_answer.max(now);
-        if self
-            .first_reject
-            .is_some_and(|first| now > first + self.reorder(first))
-        {
-            self.late = true;
-        }
+        self.last_success = self.last_success.max(now);
         self.epoch_successes = self.epoch_successes.saturating_add(1);
         if self.rate > 0.0 && !self.relearn_at_reopen {
             if !self.learned {
@@ -688,8 +655,6 @@ impl OriginState {
     pub fn on_pushback(&mut self, cfg: PacingConfig, now: Duration, retry_at: Option<Duration>) {
         if cfg.gate {
             self.rejected = true;
-            self.first_reject.get_or_insert(now);
-            self.last_answer = self.last_answer.max(now);
         }
         self.hold(cfg, now, retry_at);
     }

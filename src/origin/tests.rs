@@ -78,9 +78,9 @@ fn learns_the_admitted_batch_and_releases_one_per_period_after_a_probe() {
     let every = ms(1000) + BATCH_MARGIN;
     assert!((o.rate() - 100.0 / every.as_secs_f64()).abs() < 1e-9);
     // The probe goes alone at the gate time; the rest of its batch a gap
-    // later, spread over two intervals (the burst itself took no time);
+    // later, spread over one interval (the burst itself took no time);
     // each next batch one period after the last slot of the one before.
-    let spread = ms(20);
+    let spread = ms(10);
     assert_eq!(slots[0], ms(1000));
     assert_eq!(slots[1], ms(1000) + every / 100 + spread / 100);
     for b in 0..4 {
@@ -134,17 +134,51 @@ fn a_drained_bucket_finds_a_token_for_every_slot_of_every_batch() {
     }
     let slots: Vec<Duration> = (0..1000).map(|_| slot_at(&mut o, ms(1002))).collect();
     // Replayed against the bucket, every slot finds a token.
-    let mut tokens = 0.0_f64;
-    let mut at = ms(102);
-    for (i, s) in slots.iter().enumerate() {
-        tokens = (tokens + (*s - at).as_secs_f64() * 100.0).min(100.0);
-        at = *s;
-        assert!(tokens >= 1.0 - 1e-9, "slot {i} at {s:?}: {tokens} tokens");
-        tokens -= 1.0;
-    }
+    assert_eq!(short_of_tokens(&slots, 100.0, ms(102)), None);
     // And the same slots against a window admitting 110 a second: one
     // batch per window.
     assert_eq!(most_in_a_second(&slots), 110);
+}
+
+/// The first of `slots` (sorted) a token bucket of capacity `cap`,
+/// refilling `cap` a second, has no token for, if any; it was empty after
+/// its last admission at `drained`.
+fn short_of_tokens(slots: &[Duration], cap: f64, drained: Duration) -> Option<(usize, Duration)> {
+    let mut tokens = 0.0_f64;
+    let mut at = drained;
+    for (i, s) in slots.iter().enumerate() {
+        tokens = (tokens + (*s - at).as_secs_f64() * cap).min(cap);
+        at = *s;
+        if tokens < 1.0 - 1e-9 {
+            return Some((i, *s));
+        }
+        tokens -= 1.0;
+    }
+    None
+}
+
+#[test]
+fn a_bucket_that_refilled_before_it_rejected_finds_a_token_for_every_slot() {
+    // A slow burst (GCRA or a bucket, capacity 100 at 100/s): the arrivals
+    // take 80 ms, so the server admits 108 before it first rejects, at
+    // 80 ms, and none after. The client reads the answers shuffled: a 429
+    // at 50 ms, the last success at 90 ms. No success came long after a
+    // rejection, yet the batch of 108 must be spread over the 80 ms the
+    // bucket refilled in (it was spread over 69 ms, and its last slot
+    // found no token).
+    let mut o = OriginState::new(ms(0));
+    o.on_success(ms(1));
+    o.on_pushback(ON, ms(50), Some(ms(1050)));
+    for i in 1..108u64 {
+        o.on_success(ms(1 + i * 89 / 107));
+    }
+    for i in 0..20u64 {
+        o.on_pushback(ON, ms(80 + i), Some(ms(1080 + i)));
+    }
+    let slots: Vec<Duration> = (0..540).map(|_| slot_at(&mut o, ms(1099))).collect();
+    assert_eq!(short_of_tokens(&slots, 100.0, ms(80)), None);
+    // A window of 108 a second still gets one batch per window.
+    assert_eq!(most_in_a_second(&slots), 108);
 }
 
 #[test]

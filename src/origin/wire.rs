@@ -14,7 +14,7 @@ impl OriginState {
     #[must_use]
     pub fn encode(&self) -> String {
         format!(
-            "o5 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+            "o6 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
             nanos(self.gate_until),
             nanos(self.gate_span),
             nanos(self.server_until),
@@ -35,10 +35,7 @@ impl OriginState {
                 .map_or_else(|| "-".to_owned(), |t| nanos(t).to_string()),
             u8::from(self.rejected),
             u8::from(self.stated),
-            nanos(self.last_answer),
-            self.first_reject
-                .map_or_else(|| "-".to_owned(), |t| nanos(t).to_string()),
-            u8::from(self.late),
+            nanos(self.last_success),
             nanos(self.raised_at),
             nanos(self.last_seen),
             self.quota_left,
@@ -52,7 +49,7 @@ impl OriginState {
     pub fn decode(s: &str) -> Option<Self> {
         let f: Vec<&str> = s.split(' ').collect();
         let [
-            "o5",
+            "o6",
             gate,
             span,
             server,
@@ -71,9 +68,7 @@ impl OriginState {
             first,
             rejected,
             stated,
-            last_answer,
-            first_reject,
-            late,
+            last_success,
             raised,
             seen,
             quota_left,
@@ -115,9 +110,7 @@ impl OriginState {
             first_pushback: maybe(first)?,
             rejected: flag(rejected)?,
             stated: flag(stated)?,
-            last_answer: time(last_answer)?,
-            first_reject: maybe(first_reject)?,
-            late: flag(late)?,
+            last_success: time(last_success)?,
             raised_at: time(raised)?,
             last_seen: time(seen)?,
             quota_left: quota_left.parse().ok()?,

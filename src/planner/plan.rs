@@ -9,6 +9,10 @@ use crate::origin::Outcome;
 use crate::policy::{Fallback, InvalidPolicy, Policy};
 use crate::retry_after::Hint;
 
+/// The granularity of `Retry-After` in seconds: a zero means "under a
+/// second", so an origin that answered zero is held at most this long.
+const ZERO_GRANULARITY: Duration = Duration::from_secs(1);
+
 /// The state of one task: attempts made, time waited, its deadline and its
 /// planned retry. Plain data; the planner's methods update it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -306,7 +310,11 @@ impl Planner {
     /// server's time (uncapped; the gate caps it at `max_wait`), zero for a
     /// zero `Retry-After` (so an origin that keeps answering zero is held
     /// for a second), or, when a repeated zero made the task fall back, the
-    /// fallback delay it waits (so the gate and pacing keep working).
+    /// header's granularity, one second, or less if the task waits less
+    /// (so the gate and pacing keep working). A zero says "under a second":
+    /// the task that met it twice backs off further itself, but one task's
+    /// backoff must not hold the whole origin for longer than the server
+    /// named.
     #[must_use]
     pub fn origin_outcome(&self, pushback: &Pushback, decision: &Decision) -> Outcome {
         let retry_in = match decision {
@@ -314,7 +322,7 @@ impl Planner {
                 delay,
                 source: HintSource::Fallback,
                 ..
-            } if pushback.retry_after().is_some() => Some(*delay),
+            } if pushback.retry_after().is_some() => Some((*delay).min(ZERO_GRANULARITY)),
             _ => pushback.server_delay(),
         };
         Outcome::Pushback { retry_in }

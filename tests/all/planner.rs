@@ -1311,3 +1311,52 @@ fn a_fallback_delay_over_max_wait_is_capped_not_refused() {
         }
     );
 }
+
+#[test]
+fn a_repeated_zero_holds_the_origin_for_the_header_granularity_not_the_task_backoff() {
+    use reqwest_backpressure::origin::Outcome;
+    let p = planner(policy());
+    let t0 = Instant::now();
+    let mut task = sent(&p, t0 + secs(60), t0);
+    // The first zero: believed, and the origin is told zero.
+    let first = p.plan(&mut task, &delay(0), t0, 0);
+    assert_eq!(until(first), t0);
+    assert_eq!(
+        p.origin_outcome(&delay(0), &first),
+        Outcome::Pushback {
+            retry_in: Some(Duration::ZERO)
+        }
+    );
+    assert_eq!(p.claim(&mut task, t0), Claim::Send { attempt: 2 });
+    // The second: the task falls back for 2 s itself, but the origin, shared
+    // by every task, is held only for what a zero can mean, under a second
+    // (it held the origin for the task's 2 s, and a GCRA server's 429 in a
+    // batch closed it twice as long as the server asked).
+    let second = p.plan(&mut task, &delay(0), t0, 0);
+    assert_eq!(
+        second,
+        Decision::Wait {
+            until: t0 + secs(2),
+            delay: secs(2),
+            source: HintSource::Fallback,
+        }
+    );
+    assert_eq!(
+        p.origin_outcome(&delay(0), &second),
+        Outcome::Pushback {
+            retry_in: Some(secs(1))
+        }
+    );
+    // A fallback shorter than a second is passed on as it is.
+    let p = planner(policy().missing_retry_after(Fallback::Delay(ms(300))));
+    let mut task = sent(&p, t0 + secs(60), t0);
+    let _ = p.plan(&mut task, &delay(0), t0, 0);
+    assert_eq!(p.claim(&mut task, t0), Claim::Send { attempt: 2 });
+    let second = p.plan(&mut task, &delay(0), t0, 0);
+    assert_eq!(
+        p.origin_outcome(&delay(0), &second),
+        Outcome::Pushback {
+            retry_in: Some(ms(300))
+        }
+    );
+}
