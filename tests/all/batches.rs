@@ -13,9 +13,11 @@ const CAP: u32 = 40;
 const TASKS: u32 = 160;
 
 /// `TASKS` tasks at once against a `shape` server admitting `CAP` a second,
-/// with the default policy; every one must end with a `200`, and at most
-/// `retries_rejected` retries may meet a `429`.
-async fn storm(shape: Shape, retries_rejected: u64) -> ServerState {
+/// with the default policy; every one must end with a `200`, no retry of a
+/// batch (after the first second) may meet a `429`, and at most
+/// `believed_zeros` retries before it (a task believing its first
+/// `Retry-After: 0` retries at once).
+async fn storm(shape: Shape, believed_zeros: usize) -> ServerState {
     let server = LimitedServer::start(shape, CAP, "/").await;
     let client = client(Policy::default());
     let tasks: Vec<_> = (0..TASKS)
@@ -33,10 +35,13 @@ async fn storm(shape: Shape, retries_rejected: u64) -> ServerState {
     assert_eq!(seen.oks, u64::from(TASKS), "{}", shape.name());
     // Only the first burst meets a 429; no retry is rejected, and none
     // leaves before the time its 429 gave.
-    let rejected: Vec<String> = seen
-        .arrivals
+    let rejected: Vec<_> = seen.arrivals.iter().filter(|a| a.retry && !a.ok).collect();
+    let in_batches = rejected
         .iter()
-        .filter(|a| a.retry && !a.ok)
+        .filter(|a| a.at >= Duration::from_secs(1))
+        .count();
+    let rejected: Vec<String> = rejected
+        .iter()
         .map(|r| {
             let before = seen
                 .arrivals
@@ -47,7 +52,7 @@ async fn storm(shape: Shape, retries_rejected: u64) -> ServerState {
         })
         .collect();
     assert!(
-        seen.rejected_retries <= retries_rejected,
+        in_batches == 0 && rejected.len() - in_batches <= believed_zeros,
         "{}: {} 429s on retries at {rejected:?}; retries at {:?}",
         shape.name(),
         seen.rejected_retries,
@@ -110,12 +115,12 @@ async fn a_token_bucket_admits_every_batch() {
 }
 
 /// GCRA as tower-governor serves it answers `Retry-After: 0` (its wait,
-/// truncated), so a task believes its first zero and retries at once, and
-/// may meet a cell not yet free; and the believed retries keep the limiter
-/// draining after the burst, longer than its answers show. Up to three
-/// retries met a `429` in runs under a loaded test binary (none in the
-/// storm bench); never a premature one.
+/// truncated), so a task believes its first zero and retries at once (plus
+/// jitter), and may meet a cell not yet free before the burst's other
+/// zeros close the origin's gate: one such retry met a `429` in two runs
+/// of six while another job loaded the machine. Every batch after it is
+/// admitted whole, never a request early.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_gcra_limiter_answering_zero_admits_nearly_every_batch() {
+async fn a_gcra_limiter_answering_zero_admits_every_batch() {
     storm(Shape::Gcra, 3).await;
 }
