@@ -276,7 +276,7 @@ impl<S: Store> Middleware for RetryAfterMiddleware<S> {
     {
         match self.task(req, extensions) {
             Ok((task, start, req, key, contract)) => {
-                Box::pin(task.run(start, Some(req), key, contract, extensions, next))
+                Box::pin(task.run(Some(start), Some(req), key, contract, extensions, next))
             }
             Err(e) => Box::pin(std::future::ready(Err(e.into()))),
         }

@@ -18,6 +18,7 @@ mod capture;
 mod clean_logs;
 mod deadline;
 mod errors;
+mod future_size;
 mod gate;
 mod http_date;
 mod idempotency;
