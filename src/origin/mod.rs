@@ -596,16 +596,42 @@ impl OriginState {
         now: Duration,
         outcome: Outcome,
     ) -> Option<Duration> {
+        self.observe_late(cfg, now, Duration::ZERO, outcome)
+    }
+
+    /// [`observe`](Self::observe) for an answer received `late` before
+    /// `now`: its times (`retry_in`, `reset_in`) count from then, not from
+    /// when it is applied. A shared store applies an answer after a round
+    /// trip or more; a gate set from the time of application would close
+    /// later than the server said, and an answer applied after its own
+    /// time had passed would close a reopened gate again for a whole
+    /// period.
+    pub(crate) fn observe_late(
+        &mut self,
+        cfg: PacingConfig,
+        now: Duration,
+        late: Duration,
+        outcome: Outcome,
+    ) -> Option<Duration> {
         let was_open = self.gate_until <= now;
+        let answered = now.saturating_sub(late);
         match outcome {
             Outcome::Admitted => self.on_success(now),
             Outcome::Pushback { retry_in } => {
-                self.on_pushback(cfg, now, retry_in.and_then(|d| now.checked_add(d)));
+                if cfg.gate {
+                    self.rejected = true;
+                }
+                self.hold(
+                    cfg,
+                    now,
+                    answered,
+                    retry_in.and_then(|d| answered.checked_add(d)),
+                );
             }
             Outcome::Exhausted { reset_in } => {
                 self.on_success(now);
                 self.stated = true;
-                let mut reset = now.checked_add(reset_in);
+                let mut reset = answered.checked_add(reset_in);
                 // Servers round their reset up to whole seconds: of two
                 // answers stating the same window's reset, the earlier
                 // bounds it more closely. A spent quota tells no task to
@@ -616,7 +642,7 @@ impl OriginState {
                 {
                     reset = Some(at.min(self.quota_until));
                 }
-                self.hold(cfg, now, reset);
+                self.hold(cfg, now, answered, reset);
             }
             Outcome::Quota {
                 remaining,
@@ -656,26 +682,35 @@ impl OriginState {
         if cfg.gate {
             self.rejected = true;
         }
-        self.hold(cfg, now, retry_at);
+        self.hold(cfg, now, now, retry_at);
     }
 
     /// Closes the gate until `retry_at` (see [`on_pushback`](Self::on_pushback)),
-    /// for a rejection or a spent quota.
-    fn hold(&mut self, cfg: PacingConfig, now: Duration, retry_at: Option<Duration>) {
+    /// for a rejection or a spent quota the origin answered at `answered`
+    /// (at or before `now`, when it is applied). The server's time counts
+    /// from the answer: one applied after that time has passed closes
+    /// nothing, but still ends the period (the origin rejected in it).
+    fn hold(
+        &mut self,
+        cfg: PacingConfig,
+        now: Duration,
+        answered: Duration,
+        retry_at: Option<Duration>,
+    ) {
         self.last_seen = now;
         if !cfg.gate {
             return;
         }
         match retry_at {
-            Some(at) if at > now => {
+            Some(at) if at > answered => {
                 self.server_until = self.server_until.max(at);
-                let at = at.min(now.saturating_add(cfg.max_gate));
+                let at = at.min(answered.saturating_add(cfg.max_gate));
                 if at > self.gate_until {
                     self.gate_until = at;
-                    self.gate_span = at - now;
+                    self.gate_span = at - answered;
                 }
                 self.relearn_at_reopen = true;
-                self.first_pushback.get_or_insert(now);
+                self.first_pushback.get_or_insert(answered);
             }
             Some(_) => {
                 // A zero time (or a past date). Once is believable; an
@@ -687,7 +722,7 @@ impl OriginState {
                 {
                     self.last_zero = None;
                     let hold = ZERO_HOLD.min(cfg.max_gate);
-                    self.hold(cfg, now, now.checked_add(hold));
+                    self.hold(cfg, now, now, now.checked_add(hold));
                 } else {
                     self.last_zero = Some(now);
                 }

@@ -510,3 +510,33 @@ fn a_stated_reset_rounded_up_re_anchors_every_batch_and_loses_none() {
     assert_eq!(rejected, 0);
     assert!(last < ms(4500), "last success at {last:?}");
 }
+
+/// An answer applied after it was received (a shared store's round trips)
+/// counts its `Retry-After` from when it was received: the gate closes no
+/// later than the server said, and an answer whose time has passed by the
+/// time it is applied closes nothing (it used to close the gate for a whole
+/// period from the time of application).
+#[test]
+fn a_late_applied_pushback_counts_from_its_answer() {
+    let pushback = Outcome::Pushback {
+        retry_in: Some(ms(1000)),
+    };
+    let mut o = OriginState::new(ms(0));
+    // Answered at 100 ms, applied at 400 ms: closed until 1,100 ms.
+    assert_eq!(
+        o.observe_late(ON, ms(400), ms(300), pushback),
+        Some(ms(700))
+    );
+    assert_eq!(o.gate_until(ms(400)), Some(ms(1100)));
+    // The period learned is the server's (1 s), not what was left of it.
+    assert_eq!(o.gate_span, ms(1000));
+
+    let mut o = OriginState::new(ms(0));
+    // Answered at 100 ms, applied at 1,600 ms: its time has passed.
+    assert_eq!(o.observe_late(ON, ms(1600), ms(1500), pushback), None);
+    assert_eq!(o.gate_until(ms(1600)), None);
+    assert!(o.rejected);
+    // Applied at once, as before.
+    let mut o = OriginState::new(ms(0));
+    assert_eq!(o.observe_late(ON, ms(100), ms(0), pushback), Some(ms(1000)));
+}

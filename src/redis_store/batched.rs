@@ -2,10 +2,14 @@
 //! every `FLUSH_EVERY`, or with the next write to the same key: a burst
 //! costs a few round trips, not one per request.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use super::update::UPDATE_ROUND_TRIPS;
 use super::{BUDGET_IDLE, FLUSH_EVERY, RedisStore};
 use crate::budget::{BudgetState, RetryBudget};
 use crate::origin::{ORIGIN_IDLE, OriginState};
@@ -27,38 +31,138 @@ impl RedisStore {
     }
 
     /// Applies `f` to the origin's shared state, folding in this process's
-    /// unwritten 2xx answers first (they are put back if the write fails
-    /// or the caller goes away; a write that timed out but was applied
-    /// after all counts them twice, which only makes the learned pace a
-    /// little faster until the next pushback cuts it).
-    pub(super) async fn update_origin<T>(
+    /// unwritten 2xx answers first (they are put back if the write fails;
+    /// a write that timed out but was applied after all counts them twice,
+    /// which only makes the learned pace a little faster until the next
+    /// pushback cuts it). `f` is given Redis's time and how long after the
+    /// call the command that read it was sent (at least how late it is
+    /// applied).
+    ///
+    /// The process has one writer per origin at a time, which applies every
+    /// operation queued meanwhile in one compare-and-set: a burst of tasks
+    /// costs a read and a write per batch, not two round trips each behind
+    /// one another (a burst of thousands queued behind a per-task write made
+    /// pushbacks land seconds late and round trips time out).
+    pub(super) async fn update_origin<T: Send + 'static>(
         &self,
         origin: &str,
         force_flush: bool,
-        mut f: impl FnMut(&mut OriginState, Duration) -> (T, bool),
+        mut f: impl FnMut(&mut OriginState, Duration, Duration) -> (T, bool) + Send + 'static,
     ) -> Result<T, StoreError> {
         let key = self.origin_key(origin);
-        let pending = self.take_successes(&key, force_flush);
+        let called = Instant::now();
+        let out: Arc<Mutex<Option<T>>> = Arc::default();
+        let slot = Arc::clone(&out);
+        let op: OriginOp = Box::new(move |state, now, sent| {
+            let (t, changed) = f(state, now, sent.saturating_duration_since(called));
+            *lock(&slot) = Some(t);
+            changed
+        });
+        let (done, answer) = oneshot::channel();
+        let dropped = Arc::new(AtomicBool::new(false));
+        let lead = {
+            let mut queues = lock(&self.shared.origin_queues);
+            let queue = queues.entry(key.clone()).or_default();
+            queue.ops.push(Queued {
+                op,
+                done,
+                dropped: Arc::clone(&dropped),
+                force_flush,
+            });
+            !std::mem::replace(&mut queue.writing, true)
+        };
+        // Whoever goes away, the queue is written: the writer runs as its
+        // own task (inline only without a runtime).
+        let mut inline = None;
+        if lead {
+            let store = self.clone();
+            let key = key.clone();
+            match tokio::runtime::Handle::try_current() {
+                Ok(handle) => {
+                    handle.spawn(async move { store.write_origin(&key).await });
+                }
+                Err(_) => inline = Some(async move { store.write_origin(&key).await }),
+            }
+        }
+        if let Some(write) = inline {
+            write.await;
+        }
+        let _skip_if_dropped = SkipIfDropped(&dropped);
+        // The writer bounds each batch; a call waits for the batch being
+        // written and its own.
+        let bound = self.op_timeout.saturating_mul(2 * UPDATE_ROUND_TRIPS + 1);
+        match tokio::time::timeout(bound, answer).await {
+            Ok(Ok(Ok(()))) => lock(&out)
+                .take()
+                .ok_or_else(|| StoreError::new("redis: update not applied")),
+            Ok(Ok(Err(e))) => Err(e),
+            Ok(Err(_)) => Err(StoreError::new("redis: update not applied")),
+            Err(_) => Err(StoreError::new("redis: update timed out")),
+        }
+    }
+
+    /// Writes the operations queued for `key` until none is left.
+    async fn write_origin(&self, key: &str) {
+        loop {
+            let mut batch = {
+                let mut queues = lock(&self.shared.origin_queues);
+                match queues.get_mut(key) {
+                    Some(queue) if !queue.ops.is_empty() => std::mem::take(&mut queue.ops),
+                    _ => {
+                        // Under the lock: a call queuing after this starts
+                        // a writer of its own.
+                        queues.remove(key);
+                        return;
+                    }
+                }
+            };
+            let force = batch.iter().any(|q| q.force_flush);
+            let result = self.apply_origin(key, force, &mut batch).await;
+            for queued in batch {
+                let _ = queued.done.send(result.clone());
+            }
+        }
+    }
+
+    /// One compare-and-set of `key` applying `batch` in order (those whose
+    /// caller went away before are left out).
+    async fn apply_origin(
+        &self,
+        key: &str,
+        force_flush: bool,
+        batch: &mut [Queued],
+    ) -> Result<(), StoreError> {
+        let pending = self.take_successes(key, force_flush);
         let mut unwritten = PutBack {
             store: self,
-            what: Unwritten::Successes(&key),
+            what: Unwritten::Successes(key),
             n: pending,
         };
         let result = self
-            .update(&key, OriginState::decode, OriginState::encode, |s, now| {
-                let fresh = s.is_none();
-                let state = s.get_or_insert_with(|| OriginState::new(now));
-                let before = *state;
-                for _ in 0..pending {
-                    state.on_success(now);
-                }
-                let (out, changed) = f(state, now);
-                let write = fresh
-                    || pending > 0
-                    || changed
-                    || !state.differs_only_in_last_seen(&before, now);
-                (out, write.then(|| state.keep_for(now, ORIGIN_IDLE)))
-            })
+            .update(
+                key,
+                OriginState::decode,
+                OriginState::encode,
+                |s, now, sent| {
+                    let fresh = s.is_none();
+                    let state = s.get_or_insert_with(|| OriginState::new(now));
+                    let before = *state;
+                    for _ in 0..pending {
+                        state.on_success(now);
+                    }
+                    let mut changed = false;
+                    for queued in batch.iter_mut() {
+                        if !queued.dropped.load(Ordering::Acquire) {
+                            changed |= (queued.op)(state, now, sent);
+                        }
+                    }
+                    let write = fresh
+                        || pending > 0
+                        || changed
+                        || !state.differs_only_in_last_seen(&before, now);
+                    ((), write.then(|| state.keep_for(now, ORIGIN_IDLE)))
+                },
+            )
             .await;
         if result.is_ok() {
             unwritten.n = 0;
@@ -84,7 +188,9 @@ impl RedisStore {
             let origin = origin.to_owned();
             handle.spawn(async move {
                 tokio::time::sleep(FLUSH_EVERY).await;
-                let _ = store.update_origin(&origin, true, |_, _| ((), false)).await;
+                let _ = store
+                    .update_origin(&origin, true, |_, _, _| ((), false))
+                    .await;
             });
         }
     }
@@ -128,13 +234,18 @@ impl RedisStore {
         };
         let key = self.budget_key();
         let result = self
-            .update(&key, BudgetState::decode, BudgetState::encode, |s, now| {
-                let state = BudgetState::slot(s, budget, now);
-                for _ in 0..n {
-                    state.deposit(budget, now);
-                }
-                ((), Some(BUDGET_IDLE))
-            })
+            .update(
+                &key,
+                BudgetState::decode,
+                BudgetState::encode,
+                |s, now, _| {
+                    let state = BudgetState::slot(s, budget, now);
+                    for _ in 0..n {
+                        state.deposit(budget, now);
+                    }
+                    ((), Some(BUDGET_IDLE))
+                },
+            )
             .await;
         if result.is_ok() {
             unwritten.n = 0;
@@ -185,5 +296,37 @@ impl OriginState {
         let mut same = *before;
         same.touch(self.last_seen());
         same == *self && now.saturating_sub(before.last_seen()) < Duration::from_secs(60)
+    }
+}
+
+/// An operation on an origin's state, queued for the process's writer of
+/// it: applied at Redis's time, given when the command that read that time
+/// was sent; whether it changed the state.
+type OriginOp = Box<dyn FnMut(&mut OriginState, Duration, Instant) -> bool + Send>;
+
+/// An operation waiting for its origin's writer.
+pub(super) struct Queued {
+    op: OriginOp,
+    done: oneshot::Sender<Result<(), StoreError>>,
+    /// Set when the caller went away: not applied unless it already was.
+    dropped: Arc<AtomicBool>,
+    /// Fold in this process's unwritten successes however recent the last
+    /// write.
+    force_flush: bool,
+}
+
+/// The operations queued for one origin key, and whether a writer runs.
+#[derive(Default)]
+pub(super) struct OriginQueue {
+    ops: Vec<Queued>,
+    writing: bool,
+}
+
+/// Marks an operation whose caller went away (dropped before its answer).
+struct SkipIfDropped<'a>(&'a AtomicBool);
+
+impl Drop for SkipIfDropped<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
     }
 }

@@ -104,6 +104,9 @@ struct Shared {
     /// One write per key at a time from this process, so that a burst of
     /// tasks does not turn into a compare-and-set race among themselves.
     key_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Origin operations waiting for this process's one writer of their
+    /// key (see `update_origin`).
+    origin_queues: Mutex<HashMap<String, batched::OriginQueue>>,
     /// Releases sent to Redis but maybe not applied yet: lease key →
     /// (token, when the lease expires in any case).
     releasing: Mutex<HashMap<String, (u64, Instant)>>,
@@ -195,6 +198,7 @@ impl RedisStore {
             local: MemoryStore::new(),
             shared: Arc::new(Shared {
                 key_locks: Mutex::default(),
+                origin_queues: Mutex::default(),
                 releasing: Mutex::default(),
                 successes: Mutex::default(),
                 deposits: Mutex::new((0, now)),

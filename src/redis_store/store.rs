@@ -173,7 +173,7 @@ impl Store for RedisStore {
             return Ok(Admission::Now);
         }
         let result = self
-            .update_origin(origin, false, |state, now| {
+            .update_origin(origin, false, move |state, now, _| {
                 (state.admit(pacing, now, latest), false)
             })
             .await;
@@ -188,10 +188,15 @@ impl Store for RedisStore {
     async fn gate(&self, origin: &str) -> Result<Option<Duration>, StoreError> {
         let key = self.origin_key(origin);
         let result = self
-            .update(&key, OriginState::decode, OriginState::encode, |s, now| {
-                let gate = s.as_ref().and_then(|s| s.gate_in(now));
-                (gate, None)
-            })
+            .update(
+                &key,
+                OriginState::decode,
+                OriginState::encode,
+                |s, now, _| {
+                    let gate = s.as_ref().and_then(|s| s.gate_in(now));
+                    (gate, None)
+                },
+            )
             .await;
         self.guarded("gate", result, || self.local.gate(origin))
             .await
@@ -215,10 +220,11 @@ impl Store for RedisStore {
             return Ok(None);
         }
         let result = self
-            .update_origin(origin, true, |state, now| {
+            .update_origin(origin, true, move |state, now, late| {
                 // Any outcome but a plain success (counted above) changes
-                // the gate: a pushback, or an exhausted quota.
-                (state.observe(pacing, now, outcome), true)
+                // the gate: a pushback, or an exhausted quota. Its times
+                // count from the answer, not from when it is applied.
+                (state.observe_late(pacing, now, late, outcome), true)
             })
             .await;
         self.guarded("record", result, || {
@@ -234,10 +240,15 @@ impl Store for RedisStore {
         let _ = self.flush_deposits(budget, true).await;
         let key = self.budget_key();
         let result = self
-            .update(&key, BudgetState::decode, BudgetState::encode, |s, now| {
-                let ok = BudgetState::slot(s, budget, now).withdraw(budget, now);
-                (ok, Some(BUDGET_IDLE))
-            })
+            .update(
+                &key,
+                BudgetState::decode,
+                BudgetState::encode,
+                |s, now, _| {
+                    let ok = BudgetState::slot(s, budget, now).withdraw(budget, now);
+                    (ok, Some(BUDGET_IDLE))
+                },
+            )
             .await;
         self.guarded("withdraw_retry", result, || {
             self.local.withdraw_retry(budget)

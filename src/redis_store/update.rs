@@ -6,13 +6,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::Value;
+use tokio::time::Instant;
 
 use super::scripts::parse_time_and_value;
 use super::{CAS_ROUNDS, FailMode, RedisStore, millis, unavailable};
 
 /// An update (lock wait and compare-and-set rounds) takes at most this many
 /// `op_timeout`s.
-const UPDATE_ROUND_TRIPS: u32 = 4;
+pub(super) const UPDATE_ROUND_TRIPS: u32 = 4;
 use crate::store::StoreError;
 
 impl RedisStore {
@@ -58,13 +59,15 @@ impl RedisStore {
     /// Reads `key`'s state, applies `f` at Redis's `now`, and, when `f`
     /// changed it, writes it back if nobody changed it meanwhile (else
     /// tries again on what is there now). `f` returns its output and, when
-    /// the state must be written, how long to keep it.
+    /// the state must be written, how long to keep it. `f` is also given
+    /// the instant on this process's clock at which the command that read
+    /// `now` was sent: Redis's clock read `now` no earlier than then.
     pub(super) async fn update<V, T>(
         &self,
         key: &str,
         decode: fn(&str) -> Option<V>,
         encode: fn(&V) -> String,
-        f: impl FnMut(&mut Option<V>, Duration) -> (T, Option<Duration>),
+        f: impl FnMut(&mut Option<V>, Duration, Instant) -> (T, Option<Duration>),
     ) -> Result<T, StoreError> {
         // The whole update (waiting for this process's other writer of the
         // key, and every compare-and-set round) is bounded, not only each
@@ -82,11 +85,12 @@ impl RedisStore {
         key: &str,
         decode: fn(&str) -> Option<V>,
         encode: fn(&V) -> String,
-        mut f: impl FnMut(&mut Option<V>, Duration) -> (T, Option<Duration>),
+        mut f: impl FnMut(&mut Option<V>, Duration, Instant) -> (T, Option<Duration>),
     ) -> Result<T, StoreError> {
         let mut conn = self.conn.clone();
         let mut read = self.shared.read.prepare_invoke();
         read.key(key);
+        let mut sent = Instant::now();
         let reply: Vec<Value> = self.round_trip(read.invoke_async(&mut conn)).await?;
         let (mut now, mut current) = parse_time_and_value(&reply, 0)?;
         // Read-only answers need no lock; writes from this process go one
@@ -94,7 +98,7 @@ impl RedisStore {
         let mut guard = None;
         for round in 0..CAS_ROUNDS {
             let mut state = current.as_deref().and_then(decode);
-            let (out, keep) = f(&mut state, now);
+            let (out, keep) = f(&mut state, now, sent);
             let (Some(keep), Some(new)) = (keep, state.as_ref()) else {
                 return Ok(out);
             };
@@ -107,6 +111,7 @@ impl RedisStore {
                         // Another task of ours wrote while we waited: read
                         // afresh (state and Redis's time) rather than fail
                         // the compare-and-set and back off.
+                        sent = Instant::now();
                         let reply: Vec<Value> =
                             self.round_trip(read.invoke_async(&mut conn)).await?;
                         (now, current) = parse_time_and_value(&reply, 0)?;
@@ -119,6 +124,7 @@ impl RedisStore {
                 .arg(current.as_deref().unwrap_or(""))
                 .arg(encode(new))
                 .arg(millis(keep));
+            sent = Instant::now();
             let reply: Vec<Value> = self.round_trip(cas.invoke_async(&mut conn)).await?;
             if matches!(reply.first(), Some(Value::Int(1))) {
                 return Ok(out);
