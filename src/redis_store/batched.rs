@@ -16,18 +16,20 @@ use crate::origin::{ORIGIN_IDLE, OriginState};
 use crate::store::{StoreError, lock};
 
 impl RedisStore {
-    /// Takes this process's unwritten 2xx count for `origin_key`; `force`
-    /// takes it however recent the last write.
-    pub(super) fn take_successes(&self, origin_key: &str, force: bool) -> u32 {
+    /// Takes this process's unwritten 2xx count for `origin_key`, and when
+    /// the last of them was counted; `force` takes it however recent the
+    /// last write.
+    pub(super) fn take_successes(&self, origin_key: &str, force: bool) -> (u32, Instant) {
+        let now = Instant::now();
         let mut successes = lock(&self.shared.successes);
-        let Some((count, written)) = successes.get_mut(origin_key) else {
-            return 0;
+        let Some((count, written, last)) = successes.get_mut(origin_key) else {
+            return (0, now);
         };
         if !force && written.elapsed() < FLUSH_EVERY {
-            return 0;
+            return (0, now);
         }
-        *written = Instant::now();
-        std::mem::take(count)
+        *written = now;
+        (std::mem::take(count), *last)
     }
 
     /// Applies `f` to the origin's shared state, folding in this process's
@@ -132,10 +134,10 @@ impl RedisStore {
         force_flush: bool,
         batch: &mut [Queued],
     ) -> Result<(), StoreError> {
-        let pending = self.take_successes(key, force_flush);
+        let (pending, last_success) = self.take_successes(key, force_flush);
         let mut unwritten = PutBack {
             store: self,
-            what: Unwritten::Successes(key),
+            what: Unwritten::Successes(key, last_success),
             n: pending,
         };
         let result = self
@@ -147,8 +149,18 @@ impl RedisStore {
                     let fresh = s.is_none();
                     let state = s.get_or_insert_with(|| OriginState::new(now));
                     let before = *state;
+                    // Counted when they were answered, up to 100 ms before
+                    // this write: Redis's clock read `now` no earlier than
+                    // `sent`, so `now` less the time from the last answer
+                    // to `sent` is never earlier than that answer. (The
+                    // time of a period's last success bounds how long the
+                    // server admitted, which spreads the batches.)
+                    let answered = now.saturating_sub(sent.saturating_duration_since(last_success));
                     for _ in 0..pending {
-                        state.on_success(now);
+                        state.on_success(answered);
+                    }
+                    if pending > 0 {
+                        state.touch(now.max(before.last_seen()));
                     }
                     let mut changed = false;
                     for queued in batch.iter_mut() {
@@ -177,10 +189,12 @@ impl RedisStore {
         let first = {
             let mut successes = lock(&self.shared.successes);
             if successes.len() > 1024 {
-                successes.retain(|_, (n, _)| *n > 0);
+                successes.retain(|_, (n, _, _)| *n > 0);
             }
-            let (count, _) = successes.entry(key).or_insert_with(|| (0, Instant::now()));
+            let now = Instant::now();
+            let (count, _, last) = successes.entry(key).or_insert_with(|| (0, now, now));
             *count = count.saturating_add(1);
+            *last = now;
             *count == 1
         };
         if first && let Ok(handle) = tokio::runtime::Handle::try_current() {
@@ -256,7 +270,8 @@ impl RedisStore {
 
 /// What a [`PutBack`] gives back.
 enum Unwritten<'a> {
-    Successes(&'a str),
+    /// An origin key's successes, and when the last of them was counted.
+    Successes(&'a str, Instant),
     Deposits,
 }
 
@@ -274,12 +289,13 @@ impl Drop for PutBack<'_> {
             return;
         }
         match self.what {
-            Unwritten::Successes(key) => {
+            Unwritten::Successes(key, at) => {
                 let mut successes = lock(&self.store.shared.successes);
-                let (count, _) = successes
+                let (count, _, last) = successes
                     .entry(key.to_owned())
-                    .or_insert_with(|| (0, Instant::now()));
+                    .or_insert_with(|| (0, Instant::now(), at));
                 *count = count.saturating_add(self.n);
+                *last = (*last).max(at);
             }
             Unwritten::Deposits => {
                 let mut deposits = lock(&self.store.shared.deposits);

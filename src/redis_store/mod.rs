@@ -110,8 +110,9 @@ struct Shared {
     /// Releases sent to Redis but maybe not applied yet: lease key →
     /// (token, when the lease expires in any case).
     releasing: Mutex<HashMap<String, (u64, Instant)>>,
-    /// 2xx answers not yet written: origin key → (count, last write).
-    successes: Mutex<HashMap<String, (u32, Instant)>>,
+    /// 2xx answers not yet written: origin key → (count, last write, when
+    /// the last of them was counted).
+    successes: Mutex<HashMap<String, (u32, Instant, Instant)>>,
     /// Budget deposits not yet written, and the last write.
     deposits: Mutex<(u32, Instant)>,
     /// The leases this process holds (granted by Redis, or locally while
