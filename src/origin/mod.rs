@@ -643,6 +643,21 @@ impl OriginState {
                     reset = Some(at.min(self.quota_until));
                 }
                 self.hold(cfg, now, answered, reset);
+                if cfg.gate
+                    && let Some(at) = reset
+                {
+                    // The quota is spent until then. Known here even where
+                    // the answers that stated it were not (a shared store
+                    // keeps only the spent one): batches are then not
+                    // booked ahead of the reset, where they would be lost.
+                    // (An answer of an earlier window leaves a later one's
+                    // quota alone.)
+                    let at = at.min(answered.saturating_add(cfg.max_gate));
+                    if at >= self.quota_until || at.abs_diff(self.quota_until) < SAME_WINDOW {
+                        self.quota_until = self.quota_until.max(at);
+                        self.quota_left = 0;
+                    }
+                }
             }
             Outcome::Quota {
                 remaining,

@@ -540,3 +540,24 @@ fn a_late_applied_pushback_counts_from_its_answer() {
     let mut o = OriginState::new(ms(0));
     assert_eq!(o.observe_late(ON, ms(100), ms(0), pushback), Some(ms(1000)));
 }
+
+/// A spent quota known only from the answer that spent it (a shared store
+/// keeps no count of the answers before it) is a stated quota all the
+/// same: batches are not booked ahead of its reset, where the gate it
+/// closes would lose them (one window in two at 5,000 tasks over Redis).
+#[test]
+fn an_exhausted_answer_alone_states_the_quota_until_its_reset() {
+    let mut o = OriginState::new(ms(0));
+    let exhausted = Outcome::Exhausted { reset_in: ms(1000) };
+    assert_eq!(
+        o.observe_late(ON, ms(300), ms(100), exhausted),
+        Some(ms(900))
+    );
+    assert!(o.states_quota());
+    assert_eq!(o.quota_until, ms(1200));
+    assert_eq!(o.quota_left, 0);
+    // An answer of an earlier window leaves a later window's quota alone.
+    o.on_quota(ms(1300), 40, ms(1000));
+    o.observe_late(ON, ms(1400), ms(1300), exhausted);
+    assert_eq!((o.quota_until, o.quota_left), (ms(2300), 40));
+}
