@@ -37,8 +37,8 @@ impl RedisStore {
     /// a write that timed out but was applied after all counts them twice,
     /// which only makes the learned pace a little faster until the next
     /// pushback cuts it). `f` is given Redis's time and how long after the
-    /// call the command that read it was sent (at least how late it is
-    /// applied).
+    /// call the command that read it was sent (never more than how late it
+    /// is applied: Redis read its clock after that).
     ///
     /// The process has one writer per origin at a time, which applies every
     /// operation queued meanwhile in one compare-and-set: a burst of tasks
@@ -105,6 +105,14 @@ impl RedisStore {
 
     /// Writes the operations queued for `key` until none is left.
     async fn write_origin(&self, key: &str) {
+        // Should this task end mid-write (a panic, a runtime shutting
+        // down), the next call starts a writer again, for its queue and
+        // whatever this one left.
+        let mut handover = Handover {
+            store: self,
+            key,
+            armed: true,
+        };
         loop {
             let mut batch = {
                 let mut queues = lock(&self.shared.origin_queues);
@@ -114,6 +122,7 @@ impl RedisStore {
                         // Under the lock: a call queuing after this starts
                         // a writer of its own.
                         queues.remove(key);
+                        handover.armed = false;
                         return;
                     }
                 }
@@ -344,5 +353,25 @@ struct SkipIfDropped<'a>(&'a AtomicBool);
 impl Drop for SkipIfDropped<'_> {
     fn drop(&mut self) {
         self.0.store(true, Ordering::Release);
+    }
+}
+
+/// Lets the next call start a writer of `key` if the running one ends
+/// without emptying its queue (after a normal end there is no queue left).
+struct Handover<'a> {
+    store: &'a RedisStore,
+    key: &'a str,
+    /// Cleared when the writer ends normally (its queue removed).
+    armed: bool,
+}
+
+impl Drop for Handover<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        if let Some(queue) = lock(&self.store.shared.origin_queues).get_mut(self.key) {
+            queue.writing = false;
+        }
     }
 }
