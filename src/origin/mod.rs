@@ -431,26 +431,21 @@ impl OriginState {
     /// spread each window's requests over it and finish a window late.
     ///
     /// A token bucket drained by a burst admits its capacity and then what
-    /// it refills while the burst lasts, and nothing the client sees tells
-    /// it from a window that admitted as many: the answers of a burst
-    /// arrive in any order (measured: a window's 100 successes and a
-    /// bucket's 105 came interleaved with the 429s all the same), not
-    /// within the span the answers of a burst get shuffled in
-    /// ([`reorder`](Self::reorder)).
-    /// So every batch is spread over X, and the next batch leaves W plus a
-    /// margin after the last slot of the one before; the first waits, after
-    /// the probe, until a whole W has passed since the period's last answer.
-    /// X is the time from the period's first admission to its last answer (an upper bound of the time the server spent on the
-    /// burst) when a success came later than that span after the first
-    /// rejection (the server admitted while it rejected: a bucket, whatever
-    /// else it is), else at most that span (whatever it admitted while
-    /// rejecting, it did within it). The bucket
-    /// then refills, during a batch, what it admitted late, and in between,
-    /// its capacity. A window pays X a period for it. When X is over half
-    /// of W, the batch is what a bucket refilling over W held, spread over
-    /// W / 2. A server whose answers state its quota and reset (rate-limit
-    /// headers) is told apart: its batch leaves at once, and each spent
-    /// quota's reset re-anchors the next.
+    /// it refilled while the burst arrived (before its first rejection as
+    /// well as after it), and nothing the client sees tells it from a window
+    /// that admitted as many: the answers of a burst reach the client late
+    /// and in any order. So every batch is spread over X, the time from the
+    /// period's start to its last success read (an upper bound of the span
+    /// the server admitted over), plus one slot; the next batch leaves W
+    /// plus a margin after the last slot of the one before, and the first
+    /// waits, after the probe, until a whole W has passed since the
+    /// period's last success. The bucket then refills, during a batch, what
+    /// it admitted beyond its capacity, and in between, its capacity. A
+    /// window pays X a period for it. When X is over half of W, the batch is
+    /// what a bucket refilling over W held, spread over W / 2. A server
+    /// whose answers state its quota and reset (rate-limit headers) is told
+    /// apart: its batch leaves at once, and each stated reset re-anchors the
+    /// next.
     ///
     /// Later, while pacing, a pushback says the batch was too large: it is
     /// cut by a tenth (at least one, at most half).
@@ -618,10 +613,7 @@ impl OriginState {
         match outcome {
             Outcome::Admitted => self.on_success(now),
             Outcome::Pushback { retry_in } => {
-                if cfg.gate {
-                    self.rejected = true;
-                }
-                self.hold(
+                self.reject(
                     cfg,
                     now,
                     answered,
@@ -694,10 +686,22 @@ impl OriginState {
     /// [`max_gate`](PacingConfig::max_gate) (keeping a later time already
     /// set), and cuts the pace.
     pub fn on_pushback(&mut self, cfg: PacingConfig, now: Duration, retry_at: Option<Duration>) {
+        self.reject(cfg, now, now, retry_at);
+    }
+
+    /// [`on_pushback`](Self::on_pushback) for a pushback the origin answered
+    /// at `answered`, applied at `now` (see [`hold`](Self::hold)).
+    fn reject(
+        &mut self,
+        cfg: PacingConfig,
+        now: Duration,
+        answered: Duration,
+        retry_at: Option<Duration>,
+    ) {
         if cfg.gate {
             self.rejected = true;
         }
-        self.hold(cfg, now, now, retry_at);
+        self.hold(cfg, now, answered, retry_at);
     }
 
     /// Closes the gate until `retry_at` (see [`on_pushback`](Self::on_pushback)),
