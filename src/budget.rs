@@ -138,6 +138,13 @@ impl BudgetState {
         }
     }
 
+    /// A token withdrawn at `now` for a retry that was never sent comes
+    /// back.
+    pub fn refund(&mut self, budget: &RetryBudget, now: Duration) {
+        self.refill(budget, now);
+        self.tokens = (self.tokens + 1.0).min(budget.capacity());
+    }
+
     /// Retries currently available.
     #[must_use]
     pub fn tokens(&self) -> f64 {

@@ -24,6 +24,7 @@ pub use crate::redis_store::{FailMode, RedisStore};
 
 use crate::budget::{BudgetState, RetryBudget};
 pub use crate::origin::Outcome;
+pub use crate::origin::Reservation;
 use crate::origin::{Admission, OriginState, PacingConfig};
 
 /// Proof of holding the lease of a key, returned by [`Store::acquire`] and
@@ -77,6 +78,27 @@ pub trait Store: Send + Sync + 'static {
         latest: Duration,
         first: bool,
     ) -> impl Future<Output = Result<Admission, StoreError>> + Send;
+
+    /// A task whose reserved slot has come is about to send: applies
+    /// [`OriginState::confirm`] atomically. When the gate closed again
+    /// meanwhile, how long from now it stays closed (the reservation is
+    /// then given back, and the task queues anew).
+    fn confirm_slot(
+        &self,
+        origin: &str,
+        reservation: Reservation,
+    ) -> impl Future<Output = Result<Option<Duration>, StoreError>> + Send;
+
+    /// Gives back a reserved slot its task will not use
+    /// ([`OriginState::release`]). Called from `Drop` (a task dropped,
+    /// stopped or failed while it waited for its slot), so it must not
+    /// block for long and cannot fail.
+    fn release_slot(&self, origin: &str, reservation: Reservation);
+
+    /// Gives back a retry token [`withdraw_retry`](Self::withdraw_retry)
+    /// granted to a retry that was never sent. Called from `Drop`, like
+    /// [`release_slot`](Self::release_slot).
+    fn refund_retry(&self, budget: &RetryBudget);
 
     /// How long the gate of `origin` stays closed from now, if it is closed.
     fn gate(
@@ -257,6 +279,15 @@ impl MemoryStore {
             .with(origin, now, |s| s.admit(pacing, now, latest))
     }
 
+    pub(crate) fn confirm_now(&self, origin: &str, reservation: Reservation) -> Option<Duration> {
+        let now = self.now();
+        lock(&self.inner.shared)
+            .origins
+            .map
+            .get_mut(origin)
+            .and_then(|s| s.confirm(now, reservation))
+    }
+
     /// Number of idempotency keys whose lease is held (tasks running with a
     /// key). Origins and the budget are not counted (see
     /// [`origins`](Self::origins)).
@@ -321,6 +352,29 @@ impl Store for MemoryStore {
         first: bool,
     ) -> impl Future<Output = Result<Admission, StoreError>> + Send {
         std::future::ready(Ok(self.admit_now(origin, pacing, budget, latest, first)))
+    }
+
+    fn confirm_slot(
+        &self,
+        origin: &str,
+        reservation: Reservation,
+    ) -> impl Future<Output = Result<Option<Duration>, StoreError>> + Send {
+        std::future::ready(Ok(self.confirm_now(origin, reservation)))
+    }
+
+    fn release_slot(&self, origin: &str, reservation: Reservation) {
+        let now = self.now();
+        if let Some(state) = lock(&self.inner.shared).origins.map.get_mut(origin) {
+            state.release(now, reservation);
+        }
+    }
+
+    fn refund_retry(&self, budget: &RetryBudget) {
+        if budget.enabled {
+            let now = self.now();
+            BudgetState::slot(&mut lock(&self.inner.shared).budget, budget, now)
+                .refund(budget, now);
+        }
     }
 
     fn gate(

@@ -47,9 +47,16 @@ pub enum Admission {
     /// The gate is closed for this long from now, and nothing is reserved:
     /// come back then and ask again (the pace is learned when it reopens).
     GateClosed(Duration),
-    /// A paced slot is reserved this far from now: send then (after
-    /// checking that the gate did not close again meanwhile).
-    SlotReserved(Duration),
+    /// A paced slot is reserved this far from now: send then, after
+    /// [`confirm`](OriginState::confirm)ing it (the gate may have closed
+    /// again meanwhile). A task that does not send gives the
+    /// [`Reservation`] back ([`release`](OriginState::release)).
+    SlotReserved(Duration, Reservation),
+    /// The quota the server stated is spent: the origin is held this long
+    /// from now (until the stated reset, at most the gate's cap), nothing
+    /// reserved. Answered to the first task that finds it so, which tells
+    /// the observer; the others get [`GateClosed`](Self::GateClosed).
+    QuotaHeld(Duration),
     /// The paced queue is booked further ahead than is worth reserving
     /// while the pace is still rising (slow start): nothing is reserved;
     /// come back after this long and ask again.
@@ -63,6 +70,20 @@ pub enum Admission {
         /// is capped at `max_wait`). Never earlier than the server's time.
         free_in: Duration,
     },
+}
+
+/// What a [`SlotReserved`](Admission::SlotReserved) admission holds: given
+/// back with [`OriginState::release`] by a task that does not send, or
+/// settled with [`OriginState::confirm`] when its time has come.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reservation {
+    /// The slot's time, on the store's clock.
+    pub(crate) slot: Duration,
+    /// Whether it spent a unit of a stated quota.
+    pub(crate) quota: bool,
+    /// Whether a shared store's state holds it (not this process's own,
+    /// which a shared store falls back to): the two clocks differ.
+    pub(crate) shared: bool,
 }
 
 /// What an answer from an origin means for its shared state.
@@ -213,6 +234,17 @@ pub struct OriginState {
     /// admissions; `quota_until` zero when none is known.
     quota_left: u64,
     quota_until: Duration,
+    /// A spent quota holds the origin until its reset, but no longer than
+    /// this (the gate's cap after the quota was spent); then one probe.
+    quota_probe_at: Duration,
+    /// Whether a task was told the spent quota holds the origin (the
+    /// observer hears of it once per hold).
+    quota_announced: bool,
+    /// Paced slots handed out and neither confirmed nor given back yet.
+    reserved: u32,
+    /// When an answer without a server time last cut the pace (at most
+    /// once per period of the origin).
+    last_cut: Option<Duration>,
 }
 
 impl OriginState {
@@ -243,6 +275,10 @@ impl OriginState {
             last_seen: now,
             quota_left: 0,
             quota_until: Duration::ZERO,
+            quota_probe_at: Duration::ZERO,
+            quota_announced: false,
+            reserved: 0,
+            last_cut: None,
         }
     }
 
@@ -252,11 +288,22 @@ impl OriginState {
         (self.gate_until > now).then_some(self.gate_until)
     }
 
-    /// How long from `now` the gate stays closed, if it is closed (what
+    /// How long from `now` the origin is held, if it is: its gate is
+    /// closed, or the quota the server stated is spent (what
     /// [`Store::gate`](crate::Store::gate) answers).
     #[must_use]
     pub fn gate_in(&self, now: Duration) -> Option<Duration> {
-        self.gate_until(now).map(|until| until - now)
+        let held = self
+            .gate_until
+            .max(self.quota_held_until(now).unwrap_or_default());
+        (held > now).then(|| held - now)
+    }
+
+    /// Until when a spent stated quota holds the origin, if it does at
+    /// `now`: its reset, or the probe time if that comes first.
+    fn quota_held_until(&self, now: Duration) -> Option<Duration> {
+        (self.quota_left == 0 && self.quota_until > now)
+            .then(|| self.quota_until.min(self.quota_probe_at))
     }
 
     /// The current pace in requests per second (0: not pacing).
@@ -278,15 +325,22 @@ impl OriginState {
         self.last_seen
     }
 
-    /// Whether the entry carries nothing worth keeping at `now`: the gate is
-    /// open, there is no pace, and it has been idle for `idle`.
+    /// Whether the entry carries nothing worth keeping at `now`: the origin
+    /// is not held, there is no queue, and it has been idle for `idle`.
+    /// A server time or quota reset far ahead does not keep it: the gate
+    /// and a spent quota hold at most their cap, after which a probe would
+    /// go anyway (so hostile headers cannot make entries live for ever).
     #[must_use]
     pub(crate) fn is_idle(&self, now: Duration, idle: Duration) -> bool {
-        self.gate_until <= now
-            && self.next_slot <= now
-            && self.server_until <= now
-            && self.quota_until <= now
-            && now.saturating_sub(self.last_seen) >= idle
+        self.held_until(now) <= now && now.saturating_sub(self.last_seen) >= idle
+    }
+
+    /// The latest of the gate, the paced queue and a spent quota's hold:
+    /// what a store must keep the state for.
+    pub(crate) fn held_until(&self, now: Duration) -> Duration {
+        self.gate_until
+            .max(self.next_slot)
+            .max(self.quota_held_until(now).unwrap_or_default())
     }
 
     /// A task asks to send at `now` and will not send later than `latest`
@@ -295,6 +349,11 @@ impl OriginState {
         self.last_seen = now;
         if !cfg.gate {
             return Admission::Now;
+        }
+        if now >= self.next_slot {
+            // Every slot handed out has come: none is still reserved (a
+            // holder that vanished without a word leaks nothing).
+            self.reserved = 0;
         }
         let reopened = self.relearn_at_reopen && now >= self.gate_until;
         let probe_counted = reopened && self.reopen();
@@ -314,19 +373,63 @@ impl OriginState {
                 Admission::GateClosed(wait)
             };
         }
-        if self.quota_until > now {
-            if self.quota_left == 0 {
-                // The stated quota is spent: hold the origin until it resets,
-                // as if its gate were closed (nothing reserved).
-                let wait = self.quota_until - now;
-                return if wait > latest {
-                    self.refuse(now, wait)
-                } else {
-                    Admission::GateClosed(wait)
-                };
+        let mut quota = false;
+        if let Some(until) = self.quota_held_until(now) {
+            if now < until {
+                // The stated quota is spent: the origin is held as by its
+                // gate (nothing reserved), until the reset or the cap.
+                let wait = until - now;
+                if wait > latest {
+                    return self.refuse(now, wait);
+                }
+                if std::mem::replace(&mut self.quota_announced, true) {
+                    return Admission::GateClosed(wait);
+                }
+                return Admission::QuotaHeld(wait);
             }
-            self.quota_left -= 1;
+            // Held as long as the gate would be: one probe finds out
+            // whether the reset came early; the next waits another cap.
+            self.quota_probe_at = now.saturating_add(cfg.max_gate);
+            self.quota_announced = false;
+            return Admission::Reopened;
+        } else if self.quota_until > now {
+            quota = true;
         }
+        let admission = self.pace(cfg, now, latest, probe_counted, now_or_probe, quota);
+        if quota
+            && matches!(
+                admission,
+                Admission::Now | Admission::Reopened | Admission::SlotReserved(..)
+            )
+        {
+            self.quota_left -= 1;
+            if self.quota_left == 0 {
+                self.quota_spent(cfg, now);
+            }
+        }
+        admission
+    }
+
+    /// The stated quota was spent at `now`: the origin is held until its
+    /// reset, no longer than the gate would be, and refusals meanwhile
+    /// name the reset (never earlier than the server's time).
+    fn quota_spent(&mut self, cfg: PacingConfig, now: Duration) {
+        self.quota_probe_at = now.saturating_add(cfg.max_gate);
+        self.quota_announced = false;
+        self.server_until = self.server_until.max(self.quota_until);
+    }
+
+    /// The pace's part of [`admit`](Self::admit), once the gate and the
+    /// quota let the task through: now, or a reserved slot.
+    fn pace(
+        &mut self,
+        cfg: PacingConfig,
+        now: Duration,
+        latest: Duration,
+        probe_counted: bool,
+        now_or_probe: Admission,
+        quota: bool,
+    ) -> Admission {
         if !(cfg.pace && self.rate > 0.0) {
             return now_or_probe;
         }
@@ -335,7 +438,7 @@ impl OriginState {
                 // The probe: its slot was counted when the batch was set.
                 return now_or_probe;
             }
-            return self.take_batch_slot(now, latest, now_or_probe);
+            return self.take_batch_slot(now, latest, now_or_probe, quota);
         }
         let slot = now.max(self.next_slot);
         let wait = slot - now;
@@ -354,7 +457,109 @@ impl OriginState {
         if wait.is_zero() {
             now_or_probe
         } else {
-            Admission::SlotReserved(wait)
+            self.reserve(wait, slot, quota)
+        }
+    }
+
+    /// Hands out the paced slot at `slot`, `wait` from now.
+    fn reserve(&mut self, wait: Duration, slot: Duration, quota: bool) -> Admission {
+        self.reserved = self.reserved.saturating_add(1);
+        Admission::SlotReserved(
+            wait,
+            Reservation {
+                slot,
+                quota,
+                shared: false,
+            },
+        )
+    }
+
+    /// A task whose slot has come (`now`) is about to send: its
+    /// reservation is settled. When the gate closed again meanwhile (a
+    /// probe was rejected), how long from now it stays closed: the task
+    /// does not send, and its reservation is given back.
+    pub fn confirm(&mut self, now: Duration, reservation: Reservation) -> Option<Duration> {
+        if self.gate_until > now {
+            self.release(now, reservation);
+            return Some(self.gate_until - now);
+        }
+        self.reserved = self.reserved.saturating_sub(1);
+        if self.reserved == 0 {
+            self.rewind(now);
+        }
+        None
+    }
+
+    /// A task gives back, at `now`, the slot it reserved and will not use
+    /// (it was dropped, stopped or errored first): the slot goes to the
+    /// next task, and so does a unit of the stated quota it spent.
+    ///
+    /// Exactly when it is the last slot handed out, or when no other
+    /// reservation is left (then the queue is rewound to `now`). A slot
+    /// given back between two that are still held is not handed out again:
+    /// the tasks behind it keep the times they were told.
+    pub fn release(&mut self, now: Duration, reservation: Reservation) {
+        self.reserved = self.reserved.saturating_sub(1);
+        if reservation.quota && self.quota_until > now {
+            self.quota_left = self.quota_left.saturating_add(1);
+        }
+        if self.reserved == 0 {
+            self.rewind(now);
+            return;
+        }
+        if reservation.slot <= now {
+            // Its time came: whether or not anything left then, the pace
+            // counted it.
+            return;
+        }
+        if self.batch > 0 {
+            let taken = self.batch.saturating_sub(self.batch_left);
+            if taken > 0
+                && reservation.slot >= self.batch_start
+                && reservation.slot == self.next_slot
+            {
+                // The tail of the current batch.
+                if taken >= 2 {
+                    self.batch_left += 1;
+                    self.next_slot = self.batch_start + self.slot_offset(taken - 2);
+                } else {
+                    // Its first slot: the next batch starts there again.
+                    self.batch_left = 0;
+                    self.next_slot = reservation.slot.saturating_sub(self.batch_every);
+                }
+            }
+        } else if self.rate > 0.0 {
+            let step = interval(self.rate);
+            if (reservation.slot + step).abs_diff(self.next_slot) < step / 2 {
+                self.next_slot = reservation.slot;
+            }
+        }
+    }
+
+    /// No reservation is left at `now`: slots handed out after `now` are
+    /// all free again, and those up to `now` were used. The queue goes on
+    /// from the last used slot (smooth pace: no later than one interval
+    /// from now; batches: the current batch keeps its used slots, or, when
+    /// none of it was used, the next batch leaves a period from now).
+    fn rewind(&mut self, now: Duration) {
+        if self.next_slot <= now || self.rate <= 0.0 {
+            return;
+        }
+        if self.batch == 0 {
+            self.next_slot = self.next_slot.min(now + interval(self.rate));
+            return;
+        }
+        let taken = self.batch.saturating_sub(self.batch_left);
+        let used = (0..taken)
+            .take_while(|&i| self.batch_start + self.slot_offset(i) <= now)
+            .count();
+        let used = u32::try_from(used).unwrap_or(taken);
+        if self.batch_start <= now && used > 0 {
+            self.batch_left = self.batch - used;
+            self.next_slot = self.batch_start + self.slot_offset(used - 1);
+        } else {
+            self.batch_left = 0;
+            self.next_slot = now;
         }
     }
 
@@ -364,7 +569,13 @@ impl OriginState {
     /// batch's requests, whatever the server's shape: a fixed window sees
     /// one batch per window, a sliding log never more than it admitted in
     /// one period, and a bucket refills a batch between two.
-    fn take_batch_slot(&mut self, now: Duration, latest: Duration, go: Admission) -> Admission {
+    fn take_batch_slot(
+        &mut self,
+        now: Duration,
+        latest: Duration,
+        go: Admission,
+        quota: bool,
+    ) -> Admission {
         let new_batch = self.batch_left == 0;
         let (start, taken) = if new_batch {
             (now.max(self.next_slot.saturating_add(self.batch_every)), 0)
@@ -394,7 +605,7 @@ impl OriginState {
         if wait.is_zero() {
             go
         } else {
-            Admission::SlotReserved(wait)
+            self.reserve(wait, slot, quota)
         }
     }
 
@@ -613,17 +824,19 @@ impl OriginState {
         match outcome {
             Outcome::Admitted => self.on_success(now),
             Outcome::Pushback { retry_in } => {
+                // A time too large to add is an enormous time: the gate
+                // closes for its cap, it is not a pushback without a time.
                 self.reject(
                     cfg,
                     now,
                     answered,
-                    retry_in.and_then(|d| answered.checked_add(d)),
+                    retry_in.map(|d| answered.saturating_add(d)),
                 );
             }
             Outcome::Exhausted { reset_in } => {
                 self.on_success(now);
                 self.stated = true;
-                let mut reset = answered.checked_add(reset_in);
+                let mut reset = Some(answered.saturating_add(reset_in));
                 // Servers round their reset up to whole seconds: of two
                 // answers stating the same window's reset, the earlier
                 // bounds it more closely. A spent quota tells no task to
@@ -648,6 +861,7 @@ impl OriginState {
                     if at >= self.quota_until || at.abs_diff(self.quota_until) < SAME_WINDOW {
                         self.quota_until = self.quota_until.max(at);
                         self.quota_left = 0;
+                        self.quota_spent(cfg, answered);
                     }
                 }
             }
@@ -656,7 +870,7 @@ impl OriginState {
                 reset_in,
             } => {
                 self.on_success(now);
-                self.on_quota(now, remaining, reset_in);
+                self.on_quota(cfg, now, remaining, reset_in);
             }
         }
         if was_open { self.gate_in(now) } else { None }
@@ -667,17 +881,22 @@ impl OriginState {
     /// second of the one known: servers round their `t` to whole seconds)
     /// the smaller count wins, since admissions already spent part of it
     /// that the server has not counted yet; a later window starts afresh.
-    fn on_quota(&mut self, now: Duration, remaining: u64, reset_in: Duration) {
+    ///
+    /// A quota that this leaves spent holds the origin as
+    /// [`admit`](Self::admit) spending its last unit does.
+    fn on_quota(&mut self, cfg: PacingConfig, now: Duration, remaining: u64, reset_in: Duration) {
         self.stated = true;
-        let Some(until) = now.checked_add(reset_in) else {
-            return;
-        };
+        let until = now.saturating_add(reset_in);
+        let left = self.quota_left;
         let same_window = self.quota_until > now && until.abs_diff(self.quota_until) < SAME_WINDOW;
         if same_window {
             self.quota_left = self.quota_left.min(remaining);
         } else if until > self.quota_until {
             self.quota_left = remaining;
             self.quota_until = until;
+        }
+        if self.quota_left == 0 && (left > 0 || !same_window) {
+            self.quota_spent(cfg, now);
         }
     }
 
@@ -747,13 +966,35 @@ impl OriginState {
                 }
             }
             None => {
-                // No usable server time: slow down without a gate.
+                // No usable server time: slow down without a gate, once
+                // per period of the origin however many answers say so
+                // (a burst's answers all tell of the same overload).
+                if self
+                    .last_cut
+                    .is_some_and(|cut| now.saturating_sub(cut) < self.period())
+                {
+                    return;
+                }
                 if self.batch > 0 {
                     self.set_batch((self.batch / 2).max(1));
+                    self.last_cut = Some(now);
                 } else if self.rate > 0.0 {
                     self.rate = (self.rate * 0.5).max(MIN_RATE);
+                    self.last_cut = Some(now);
                 }
             }
+        }
+    }
+}
+
+impl OriginState {
+    /// The origin's period: the spacing of its batches, or, for a smooth
+    /// pace, a second (the granularity of servers' windows).
+    fn period(&self) -> Duration {
+        if self.batch > 0 {
+            self.batch_every.max(Duration::from_secs(1))
+        } else {
+            Duration::from_secs(1)
         }
     }
 }

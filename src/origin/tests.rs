@@ -27,7 +27,7 @@ fn after_burst(n: u32) -> OriginState {
 fn slot_at(o: &mut OriginState, now: Duration) -> Duration {
     match o.admit(ON, now, LONG) {
         Admission::Now | Admission::Reopened => now,
-        Admission::SlotReserved(d) => now + d,
+        Admission::SlotReserved(d, _) => now + d,
         other => panic!("expected a slot, got {other:?}"),
     }
 }
@@ -187,10 +187,10 @@ fn nothing_admitted_means_one_probe_a_second_then_slow_start() {
     // The probe, alone.
     assert_eq!(o.admit(ON, ms(1000), LONG), Admission::Reopened);
     assert_eq!(o.rate(), MIN_RATE);
-    assert_eq!(
+    assert!(matches!(
         o.admit(ON, ms(1000), LONG),
-        Admission::SlotReserved(ms(1000))
-    );
+        Admission::SlotReserved(d, _) if d == ms(1000)
+    ));
     for _ in 0..3 {
         o.on_success(ms(1100));
     }
@@ -286,7 +286,11 @@ fn a_stated_quota_is_spent_by_admissions_then_holds_the_origin() {
     );
     assert_eq!(o.admit(ON, ms(10), LONG), Admission::Now);
     assert_eq!(o.admit(ON, ms(10), LONG), Admission::Now);
+    // The first task to find it spent is told (the observer hears of it),
+    // the others queue as at a closed gate.
+    assert_eq!(o.admit(ON, ms(10), LONG), Admission::QuotaHeld(ms(990)));
     assert_eq!(o.admit(ON, ms(10), LONG), Admission::GateClosed(ms(990)));
+    assert_eq!(o.gate_in(ms(10)), Some(ms(990)));
     // A later answer in the same window cannot raise what is left ...
     o.observe(
         ON,
@@ -313,7 +317,234 @@ fn a_stated_quota_is_spent_by_admissions_then_holds_the_origin() {
         },
     );
     assert_eq!(o.admit(ON, ms(1100), LONG), Admission::Now);
-    assert_eq!(o.admit(ON, ms(1100), LONG), Admission::GateClosed(ms(900)));
+    assert_eq!(o.admit(ON, ms(1100), LONG), Admission::QuotaHeld(ms(900)));
+}
+
+const CAPPED: PacingConfig = PacingConfig {
+    gate: true,
+    pace: true,
+    max_gate: Duration::from_secs(2),
+};
+
+#[test]
+fn a_spent_quota_with_a_far_reset_is_held_for_the_cap_then_probed() {
+    let mut o = OriginState::new(ms(0));
+    let day = Duration::from_secs(86_400);
+    o.observe(
+        CAPPED,
+        ms(0),
+        Outcome::Quota {
+            remaining: 1,
+            reset_in: day,
+        },
+    );
+    assert_eq!(o.admit(CAPPED, ms(10), LONG), Admission::Now);
+    // Spent: held as the gate is, at most its cap, and visible as a gate.
+    assert_eq!(o.gate_in(ms(10)), Some(ms(2000)));
+    assert_eq!(
+        o.admit(CAPPED, ms(10), LONG),
+        Admission::QuotaHeld(ms(2000))
+    );
+    // A refusal names the server's reset, never earlier.
+    match o.admit(CAPPED, ms(10), ms(500)) {
+        Admission::Refused { free_in } => assert!(free_in >= day - ms(10), "{free_in:?}"),
+        other => panic!("{other:?}"),
+    }
+    // At the cap, one probe; the next task waits another cap.
+    assert_eq!(o.admit(CAPPED, ms(2010), LONG), Admission::Reopened);
+    assert_eq!(
+        o.admit(CAPPED, ms(2010), LONG),
+        Admission::QuotaHeld(ms(2000))
+    );
+    // The probe's answer says a fresh window: the origin is free at once.
+    o.observe(
+        CAPPED,
+        ms(2050),
+        Outcome::Quota {
+            remaining: 100,
+            reset_in: day * 2,
+        },
+    );
+    assert_eq!(o.gate_in(ms(2050)), None);
+    assert_eq!(o.admit(CAPPED, ms(2060), LONG), Admission::Now);
+    // Nothing far ahead keeps an idle origin.
+    assert!(o.is_idle(ms(2060) + ORIGIN_IDLE, ORIGIN_IDLE));
+}
+
+#[test]
+fn a_stated_count_left_spent_by_admissions_holds_without_a_zero_answer() {
+    let mut o = OriginState::new(ms(0));
+    let day = Duration::from_secs(86_400);
+    o.observe(
+        CAPPED,
+        ms(0),
+        Outcome::Quota {
+            remaining: 2,
+            reset_in: day,
+        },
+    );
+    assert_eq!(o.admit(CAPPED, ms(1), LONG), Admission::Now);
+    assert_eq!(o.admit(CAPPED, ms(1), LONG), Admission::Now);
+    // Stale answers of the same window never raise the count again.
+    for t in [5, 6] {
+        o.observe(
+            CAPPED,
+            ms(t),
+            Outcome::Quota {
+                remaining: 2,
+                reset_in: day - ms(t),
+            },
+        );
+    }
+    assert_eq!(
+        o.admit(CAPPED, ms(10), LONG),
+        Admission::QuotaHeld(ms(1991))
+    );
+}
+
+#[test]
+fn an_enormous_server_time_closes_the_gate_for_its_cap() {
+    let mut o = after_burst(10);
+    let _ = o.admit(ON, ms(1000), LONG);
+    let rate = o.rate();
+    let closed = o.observe(
+        ON,
+        ms(5000),
+        Outcome::Pushback {
+            retry_in: Some(Duration::MAX),
+        },
+    );
+    assert_eq!(closed, Some(LONG));
+    assert_eq!(
+        o.rate(),
+        rate,
+        "an enormous time is not a time-less pushback"
+    );
+    match o.admit(ON, ms(5000), ms(100)) {
+        Admission::Refused { free_in } => assert!(free_in > LONG),
+        other => panic!("{other:?}"),
+    }
+    // Still forgotten once idle past the cap.
+    assert!(o.is_idle(ms(5000) + LONG + ORIGIN_IDLE, ORIGIN_IDLE));
+}
+
+#[test]
+fn pushbacks_without_a_time_cut_at_most_once_per_period() {
+    let mut o = after_burst(50);
+    let _ = o.admit(ON, ms(1000), LONG);
+    let learned = o.rate();
+    for t in 0..6 {
+        o.observe(ON, ms(1100 + t * 10), Outcome::Pushback { retry_in: None });
+    }
+    let once = o.rate();
+    assert!(
+        once >= learned * 0.45 && once < learned,
+        "{learned} -> {once}"
+    );
+    // A period later, the next cut.
+    o.observe(ON, ms(2200), Outcome::Pushback { retry_in: None });
+    assert!(o.rate() < once * 0.6, "{once} -> {}", o.rate());
+}
+
+/// The reservations of `n` tasks queued at `now`.
+fn queue(o: &mut OriginState, now: Duration, n: usize) -> Vec<Reservation> {
+    (0..n)
+        .filter_map(|_| match o.admit(ON, now, LONG) {
+            Admission::SlotReserved(_, r) => Some(r),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn slots_given_back_in_any_order_free_the_queue() {
+    for order in ["fifo", "lifo", "odd-even"] {
+        let mut o = after_burst(5);
+        let _ = o.admit(ON, ms(1000), LONG);
+        let mut held = queue(&mut o, ms(1000), 100);
+        assert!(held.len() >= 90, "{}", held.len());
+        match order {
+            "lifo" => held.reverse(),
+            "odd-even" => {
+                let (odd, even): (Vec<_>, Vec<_>) =
+                    held.iter().enumerate().partition(|(i, _)| i % 2 == 1);
+                held = odd.into_iter().chain(even).map(|(_, r)| *r).collect();
+            }
+            _ => {}
+        }
+        for r in held {
+            o.release(ms(1100), r);
+        }
+        // Nothing reserved: the next task waits at most about a period.
+        let slot = slot_at(&mut o, ms(1100));
+        assert!(slot < ms(1100) + ms(1100), "{order}: next slot at {slot:?}");
+    }
+}
+
+#[test]
+fn the_last_slot_given_back_is_the_next_task_s() {
+    let mut o = after_burst(5);
+    let _ = o.admit(ON, ms(1000), LONG);
+    let held = queue(&mut o, ms(1000), 12);
+    let last = *held.last().unwrap();
+    o.release(ms(1001), last);
+    match o.admit(ON, ms(1001), LONG) {
+        Admission::SlotReserved(_, r) => assert_eq!(r.slot, last.slot),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn released_slots_never_put_more_than_a_batch_in_a_period() {
+    // Any mix of holds, releases and new admissions: no span of a period
+    // holds more slots (confirmed or still held) than the batch.
+    let mut o = after_burst(5);
+    let _ = o.admit(ON, ms(1000), LONG);
+    let mut used = vec![ms(1000)];
+    let mut held = Vec::new();
+    let mut now = ms(1000);
+    for step in 0..400u64 {
+        now += ms(7);
+        match step % 5 {
+            0..=2 => {
+                if let Admission::SlotReserved(_, r) = o.admit(ON, now, LONG) {
+                    held.push(r);
+                } else {
+                    used.push(now);
+                }
+            }
+            3 if !held.is_empty() => {
+                let r = held.remove((step as usize * 7) % held.len());
+                o.release(now, r);
+            }
+            _ => {
+                // Confirm every slot whose time came.
+                let (due, later): (Vec<_>, Vec<_>) = held.iter().partition(|r| r.slot <= now);
+                for r in due {
+                    assert_eq!(o.confirm(now, r), None);
+                    used.push(r.slot);
+                }
+                held = later;
+            }
+        }
+    }
+    used.extend(held.iter().map(|r| r.slot));
+    used.sort();
+    let every = o.batch_every;
+    for (i, t) in used.iter().enumerate() {
+        let in_span = used[i..].iter().take_while(|u| **u < *t + every).count();
+        assert!(in_span <= 5, "{in_span} slots within {every:?} from {t:?}");
+    }
+}
+
+#[test]
+fn a_confirmed_slot_behind_a_closed_gate_is_given_back() {
+    let mut o = after_burst(5);
+    let _ = o.admit(ON, ms(1000), LONG);
+    let held = queue(&mut o, ms(1000), 3);
+    o.on_pushback(ON, ms(1050), Some(ms(2050)));
+    assert_eq!(o.confirm(ms(1100), held[0]), Some(ms(950)));
+    assert_eq!(o.reserved, 2);
 }
 
 #[test]
@@ -333,10 +564,10 @@ fn slow_start_books_at_most_a_second_ahead() {
     // Nothing admitted in the period: the pace restarts at one a second.
     let mut o = after_burst(0);
     assert_eq!(o.admit(ON, ms(1000), LONG), Admission::Reopened);
-    assert_eq!(
+    assert!(matches!(
         o.admit(ON, ms(1000), LONG),
-        Admission::SlotReserved(ms(1000))
-    );
+        Admission::SlotReserved(d, _) if d == ms(1000)
+    ));
     // The next slot is two seconds away: not booked at today's rate, which
     // rises with each success; the task asks again in a second.
     assert_eq!(o.admit(ON, ms(1000), LONG), Admission::QueueAhead(ms(1000)));
@@ -367,7 +598,7 @@ proptest::proptest! {
                         Admission::Now | Admission::Reopened => {
                             proptest::prop_assert!(gate.is_none_or(|g| g <= now));
                         }
-                        Admission::SlotReserved(d) | Admission::GateClosed(d) | Admission::QueueAhead(d) => {
+                        Admission::SlotReserved(d, _) | Admission::GateClosed(d) | Admission::QuotaHeld(d) | Admission::QueueAhead(d) => {
                             proptest::prop_assert!(d <= ms(arg * 10).max(SLOW_START_AHEAD));
                         }
                         Admission::Refused { free_in } => {
@@ -472,11 +703,11 @@ fn stated_window_run(tasks: usize, cap: u64, rtt: Duration, queued: Duration) ->
             WAKE => o.gate_until(now).is_none(),
             _ => match o.admit(ON, now, LONG) {
                 Admission::Now | Admission::Reopened => true,
-                Admission::SlotReserved(d) => {
+                Admission::SlotReserved(d, _) => {
                     events.push(Reverse((now + d, WAKE, task, now)));
                     false
                 }
-                Admission::GateClosed(d) | Admission::QueueAhead(d) => {
+                Admission::GateClosed(d) | Admission::QuotaHeld(d) | Admission::QueueAhead(d) => {
                     events.push(Reverse((now + d, ASK, task, now)));
                     false
                 }
@@ -557,7 +788,7 @@ fn an_exhausted_answer_alone_states_the_quota_until_its_reset() {
     assert_eq!(o.quota_until, ms(1200));
     assert_eq!(o.quota_left, 0);
     // An answer of an earlier window leaves a later window's quota alone.
-    o.on_quota(ms(1300), 40, ms(1000));
+    o.on_quota(ON, ms(1300), 40, ms(1000));
     o.observe_late(ON, ms(1400), ms(1300), exhausted);
     assert_eq!((o.quota_until, o.quota_left), (ms(2300), 40));
 }

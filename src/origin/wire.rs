@@ -14,7 +14,7 @@ impl OriginState {
     #[must_use]
     pub fn encode(&self) -> String {
         format!(
-            "o6 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+            "o7 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
             nanos(self.gate_until),
             nanos(self.gate_span),
             nanos(self.server_until),
@@ -40,6 +40,11 @@ impl OriginState {
             nanos(self.last_seen),
             self.quota_left,
             nanos(self.quota_until),
+            nanos(self.quota_probe_at),
+            u8::from(self.quota_announced),
+            self.reserved,
+            self.last_cut
+                .map_or_else(|| "-".to_owned(), |t| nanos(t).to_string()),
         )
     }
 
@@ -49,7 +54,7 @@ impl OriginState {
     pub fn decode(s: &str) -> Option<Self> {
         let f: Vec<&str> = s.split(' ').collect();
         let [
-            "o6",
+            "o7",
             gate,
             span,
             server,
@@ -73,6 +78,10 @@ impl OriginState {
             seen,
             quota_left,
             quota_until,
+            quota_probe_at,
+            quota_announced,
+            reserved,
+            last_cut,
         ] = f.as_slice()
         else {
             return None;
@@ -115,19 +124,21 @@ impl OriginState {
             last_seen: time(seen)?,
             quota_left: quota_left.parse().ok()?,
             quota_until: time(quota_until)?,
+            quota_probe_at: time(quota_probe_at)?,
+            quota_announced: flag(quota_announced)?,
+            reserved: reserved.parse().ok()?,
+            last_cut: maybe(last_cut)?,
         })
     }
 
     /// How long a shared store should keep this state after `now`: until
-    /// its gate and queue are over, plus the idle time after which an
-    /// origin is forgotten.
+    /// its gate, queue and spent quota's hold are over (never a server time
+    /// beyond the gate's cap), plus the idle time after which an origin is
+    /// forgotten.
     #[cfg(feature = "redis")]
     #[must_use]
     pub(crate) fn keep_for(&self, now: Duration, idle: Duration) -> Duration {
-        self.gate_until
-            .max(self.next_slot)
-            .max(self.server_until)
-            .max(self.quota_until)
+        self.held_until(now)
             .saturating_sub(now)
             .saturating_add(idle)
     }

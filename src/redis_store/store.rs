@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use super::{BUDGET_IDLE, FailMode, RedisStore, millis};
 use crate::budget::{BudgetState, RetryBudget};
-use crate::origin::{Admission, OriginState, PacingConfig};
+use crate::origin::{Admission, OriginState, PacingConfig, Reservation};
 use crate::store::{LeaseToken, Outcome, Store, StoreError, lock};
 
 /// A lease taken locally (and maybe in Redis) whose acquisition is not
@@ -176,13 +176,82 @@ impl Store for RedisStore {
             .update_origin(origin, false, move |state, now, _| {
                 (state.admit(pacing, now, latest), false)
             })
-            .await;
+            .await
+            .map(|admission| match admission {
+                Admission::SlotReserved(wait, r) => {
+                    Admission::SlotReserved(wait, Reservation { shared: true, ..r })
+                }
+                other => other,
+            });
         self.guarded("admit", result, || {
             std::future::ready(Ok(self
                 .local
                 .admit_now(origin, pacing, budget, latest, first)))
         })
         .await
+    }
+
+    async fn confirm_slot(
+        &self,
+        origin: &str,
+        reservation: Reservation,
+    ) -> Result<Option<Duration>, StoreError> {
+        if !reservation.shared {
+            return self.local.confirm_slot(origin, reservation).await;
+        }
+        let result = self
+            .update_origin(origin, false, move |state, now, _| {
+                (state.confirm(now, reservation), true)
+            })
+            .await;
+        // Redis holds the slot; this process's state knows nothing of it.
+        self.guarded("confirm_slot", result, || self.local.gate(origin))
+            .await
+    }
+
+    fn release_slot(&self, origin: &str, reservation: Reservation) {
+        if !reservation.shared {
+            self.local.release_slot(origin, reservation);
+            return;
+        }
+        // Called from `Drop`: the update runs as its own task. Without a
+        // runtime (or if Redis fails) the slot passes unused.
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let store = self.clone();
+            let origin = origin.to_owned();
+            handle.spawn(async move {
+                let _ = store
+                    .update_origin(&origin, false, move |state, now, _| {
+                        state.release(now, reservation);
+                        ((), true)
+                    })
+                    .await;
+            });
+        }
+    }
+
+    fn refund_retry(&self, budget: &RetryBudget) {
+        if !budget.enabled {
+            return;
+        }
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            let store = self.clone();
+            let budget = *budget;
+            handle.spawn(async move {
+                let key = store.budget_key();
+                let _ = store
+                    .update(
+                        &key,
+                        BudgetState::decode,
+                        BudgetState::encode,
+                        |s, now, _| {
+                            BudgetState::slot(s, &budget, now).refund(&budget, now);
+                            ((), Some(BUDGET_IDLE))
+                        },
+                    )
+                    .await;
+            });
+        }
     }
 
     async fn gate(&self, origin: &str) -> Result<Option<Duration>, StoreError> {

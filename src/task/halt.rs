@@ -5,7 +5,7 @@ use std::time::SystemTime;
 
 use crate::error::Error;
 use crate::planner::{StopReason, StoreFault};
-use crate::store::{LeaseToken, Store, StoreError};
+use crate::store::{LeaseToken, Reservation, Store, StoreError};
 
 /// What the request's contract allows, known before any send.
 #[derive(Debug, Clone, Copy)]
@@ -66,5 +66,22 @@ pub(super) struct LeaseGuard<'a, S: Store> {
 impl<S: Store> Drop for LeaseGuard<'_, S> {
     fn drop(&mut self) {
         self.store.release(&self.key, self.token);
+    }
+}
+
+/// Gives a reserved paced slot back unless the task confirmed it: the task
+/// was dropped, stopped or failed while it waited for it.
+pub(super) struct SlotGuard<'a, S: Store> {
+    pub(super) store: &'a S,
+    pub(super) origin: String,
+    /// `None` once confirmed (or handed to the store to confirm).
+    pub(super) reservation: Option<Reservation>,
+}
+
+impl<S: Store> Drop for SlotGuard<'_, S> {
+    fn drop(&mut self) {
+        if let Some(reservation) = self.reservation.take() {
+            self.store.release_slot(&self.origin, reservation);
+        }
     }
 }

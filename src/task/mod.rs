@@ -29,11 +29,11 @@ mod halt;
 mod log;
 
 pub(crate) use halt::Contract;
-use halt::{Halt, LeaseGuard};
+use halt::{Halt, LeaseGuard, SlotGuard};
 use log::log_decision;
 
 /// One task: its planner state, its origin and its last pushback.
-pub(crate) struct Task<'a, S> {
+pub(crate) struct Task<'a, S: Store> {
     planner: &'a Planner,
     store: &'a S,
     observer: Option<&'a dyn Observer>,
@@ -49,16 +49,23 @@ pub(crate) struct Task<'a, S> {
     /// The origin and reason of the wait the observer was told of and not
     /// yet told the end of (only with an observer).
     pending_wait: Option<(String, WaitReason)>,
+    /// A retry token the budget granted to a retry not sent yet: given
+    /// back if the task ends first.
+    retry_token: bool,
 }
 
-/// A task dropped while it waits still ends its wait for the observer.
-impl<S> Drop for Task<'_, S> {
+/// A task dropped while it waits still ends its wait for the observer, and
+/// gives back a retry token it was granted and did not use.
+impl<S: Store> Drop for Task<'_, S> {
     fn drop(&mut self) {
         self.end_wait(true);
+        if self.retry_token {
+            self.store.refund_retry(&self.planner.policy().retry_budget);
+        }
     }
 }
 
-impl<S> Task<'_, S> {
+impl<S: Store> Task<'_, S> {
     /// Tells the observer that the wait it was told of ended (`dropped`:
     /// the task's future was dropped during it).
     fn end_wait(&mut self, dropped: bool) {
@@ -89,6 +96,7 @@ impl<'a, S: Store> Task<'a, S> {
             retry_at: None,
             last: None,
             pending_wait: None,
+            retry_token: false,
         }
     }
 
@@ -163,6 +171,8 @@ impl<'a, S: Store> Task<'a, S> {
                 let Some(this) = copy.or_else(|| original.take()) else {
                     return self.halt(Halt::Stop(StopReason::BodyNotReplayable));
                 };
+                // The retry a token was granted for is sent.
+                self.retry_token = false;
                 extensions.insert(Attempt::new(attempt));
                 if let Some(o) = self.observer {
                     o.on_send(&observe::Send {
@@ -297,9 +307,15 @@ impl<'a, S: Store> Task<'a, S> {
         if self.planner.needs_budget(&decision) {
             let budget = &policy.retry_budget;
             let granted = self.bounded(self.store.withdraw_retry(budget)).await;
+            let token = matches!(granted, Ok(true));
             decision = self
                 .planner
                 .spend_budget(&mut self.state, decision, granted);
+            // Held until the retry is sent; a stop gives it back at once.
+            self.retry_token = token && matches!(decision, Decision::Wait { .. });
+            if token && !self.retry_token {
+                self.store.refund_retry(budget);
+            }
         }
         log_decision(&answered, &response, attempt, &hint, &self.state, &decision);
         match decision {
@@ -410,13 +426,48 @@ impl<'a, S: Store> Task<'a, S> {
                         retry_at,
                     });
                 }
+                Admission::QuotaHeld(d) => {
+                    self.gate_closed(&self.origin, d);
+                    self.waiting(None, WaitReason::Gate, d);
+                    d
+                }
                 Admission::GateClosed(d) => {
                     self.waiting(None, WaitReason::Gate, d);
                     d
                 }
-                Admission::SlotReserved(d) | Admission::QueueAhead(d) => {
+                Admission::QueueAhead(d) => {
                     self.waiting(None, WaitReason::Pace, d);
                     d
+                }
+                Admission::SlotReserved(d, reservation) => {
+                    // Given back unless the slot is confirmed: the task may
+                    // be dropped, or stop, while it waits.
+                    let mut slot = SlotGuard {
+                        store: self.store,
+                        origin: self.origin.clone(),
+                        reservation: Some(reservation),
+                    };
+                    self.waiting(None, WaitReason::Pace, d);
+                    let slept = Instant::now();
+                    let sleep = Box::pin(tokio::time::sleep(d));
+                    sleep.await;
+                    self.end_wait(false);
+                    self.state.add_wait(slept.elapsed());
+                    // A probe rejected while we slept closed the gate again:
+                    // queue anew instead of following it into the rejection
+                    // (the store then takes the slot back).
+                    // Until the store answers, the slot is still ours to
+                    // give back.
+                    let gate = self
+                        .bounded_raw(self.store.confirm_slot(&self.origin, reservation))
+                        .await
+                        .ok_or(Halt::Stop(StopReason::DeadlineExhausted))?
+                        .map_err(Halt::Store)?;
+                    slot.reservation = None;
+                    if gate.is_none() {
+                        return Ok(Instant::now());
+                    }
+                    continue;
                 }
             };
             // Measured from after the store's answer, never early.
@@ -425,18 +476,6 @@ impl<'a, S: Store> Task<'a, S> {
             sleep.await;
             self.end_wait(false);
             self.state.add_wait(slept.elapsed());
-            if let Admission::SlotReserved(_) = admission {
-                // A probe rejected while we slept closed the gate again:
-                // queue anew instead of following it into the rejection.
-                let gate = self
-                    .bounded_raw(self.store.gate(&self.origin))
-                    .await
-                    .ok_or(Halt::Stop(StopReason::DeadlineExhausted))?
-                    .map_err(Halt::Store)?;
-                if gate.is_none() {
-                    return Ok(Instant::now());
-                }
-            }
         }
     }
 
@@ -448,12 +487,8 @@ impl<'a, S: Store> Task<'a, S> {
         let result = self
             .bounded_raw(self.store.record(origin, pacing, outcome))
             .await;
-        if let (Some(o), Some(Ok(Some(closed)))) = (self.observer, &result) {
-            o.on_gate_closed(&observe::GateClosed {
-                origin,
-                duration: *closed,
-                until_wall: wall_in(*closed),
-            });
+        if let Some(Ok(Some(closed))) = &result {
+            self.gate_closed(origin, *closed);
         }
         #[cfg(feature = "tracing")]
         if !matches!(result, Some(Ok(_))) {
@@ -465,6 +500,17 @@ impl<'a, S: Store> Task<'a, S> {
         }
         #[cfg(not(feature = "tracing"))]
         let _ = result;
+    }
+
+    /// Tells the observer that `origin`'s gate closed for `d`.
+    fn gate_closed(&self, origin: &str, d: std::time::Duration) {
+        if let Some(o) = self.observer {
+            o.on_gate_closed(&observe::GateClosed {
+                origin,
+                duration: d,
+                until_wall: wall_in(d),
+            });
+        }
     }
 
     /// `fut`, unless the task's deadline passes first.

@@ -13,6 +13,7 @@ mod ratelimit;
 #[cfg(feature = "redis")]
 mod redis;
 mod reliability;
+mod review_defects;
 mod review_fixes;
 mod server_shapes;
 
