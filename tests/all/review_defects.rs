@@ -123,6 +123,9 @@ async fn an_enormous_retry_after_closes_the_gate_for_max_wait() {
     let policy = exact().max_wait(Duration::from_secs(30));
     let client = client_with(RetryAfterMiddleware::with_store(policy, store.clone()));
     let origin = origin_of(&server.uri());
+    // A store that has run for over a second: the delay then no longer
+    // fits beside the store's own time (a `Duration` holds u64::MAX s).
+    tokio::time::sleep(Duration::from_millis(1100)).await;
     let resp = client.get(server.uri()).send().await.unwrap();
     assert_eq!(resp.status(), 429);
     assert_eq!(stop_code(&resp), Some("wait_budget_exhausted"));
