@@ -297,7 +297,10 @@ pub struct RetryReport {
 }
 
 impl RetryReport {
-    /// Sends made, counting the first.
+    /// Sends this middleware made, counting the first (what
+    /// [`max_attempts`](crate::Policy::max_attempts) bounds). A retry
+    /// middleware placed after this one (reqwest-retry) resends inside one
+    /// of these attempts: its resends are not counted here.
     #[must_use]
     pub fn attempts(&self) -> u32 {
         self.attempts
