@@ -54,15 +54,34 @@ impl Deadline {
 ///
 /// It authorises retrying a non-idempotent method (the server promised, by
 /// supporting the key, that a repeat is applied once), it is sent on every
-/// attempt as an `Idempotency-Key` header in the IETF httpapi draft's form,
-/// a Structured Field string (`Idempotency-Key: "order-42"`), unless the
-/// request already has that header, and it identifies the task: a second
-/// concurrent send with the same key to the same origin fails with
-/// `already_active` and sends nothing. A key that an sf-string cannot carry
-/// (control or non-ASCII characters) fails with `invalid_idempotency_key`.
+/// attempt as an `Idempotency-Key` header unless the request already has
+/// that header, and it identifies the task: a second concurrent send with
+/// the same key to the same origin fails with `already_active` and sends
+/// nothing.
+///
+/// The header's form is the client's
+/// [`Policy::idempotency_key_form`](crate::Policy::idempotency_key_form):
+///
+/// - [`IdempotencyKeyForm::SfString`] (the default): the IETF httpapi
+///   draft's form, a Structured Field string, `Idempotency-Key: "order-42"`;
+///   a server that follows the draft reads the key `order-42`.
+/// - [`IdempotencyKeyForm::Raw`]: the key as it is,
+///   `Idempotency-Key: order-42`, for servers that take the raw header
+///   value as the key (Stripe and APIs modelled on it), which would read
+///   the quoted form as another key, quotes included.
+///
+/// Both forms carry the same keys: one that is empty or has a control or
+/// non-ASCII character fails with `invalid_idempotency_key` and sends
+/// nothing (the raw form also refuses a key that starts or ends with a
+/// space, which a server would trim off). The form changes only what is
+/// sent: the task is keyed by the key itself, so `order-42` is one key in
+/// both.
 ///
 /// A request with an `Idempotency-Key` header and no extension is treated
-/// the same way, keyed by the header's value (quoted or bare).
+/// the same way, keyed by the header's value (quoted or bare, see
+/// [`from_header`](Self::from_header)); the header is sent as the caller
+/// wrote it, whatever the form. With both, the header wins: it is sent as
+/// written and names the key.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct IdempotencyKey(Arc<str>);
 
@@ -82,7 +101,8 @@ impl IdempotencyKey {
     /// The key as an `Idempotency-Key` header value: a Structured Field
     /// string (RFC 8941 §3.3.3), the form the IETF httpapi draft gives it,
     /// quoted, with `"` and `\` escaped. `None` when the key is empty or has
-    /// a character an sf-string cannot carry (controls, non-ASCII).
+    /// a character an sf-string cannot carry (controls, non-ASCII). The same
+    /// as [`header_value_in(IdempotencyKeyForm::SfString)`](Self::header_value_in).
     ///
     /// ```
     /// use reqwest_backpressure::IdempotencyKey;
@@ -92,23 +112,47 @@ impl IdempotencyKey {
     /// ```
     #[must_use]
     pub fn header_value(&self) -> Option<HeaderValue> {
-        if self.0.is_empty() {
+        self.header_value_in(IdempotencyKeyForm::SfString)
+    }
+
+    /// The key as an `Idempotency-Key` header value in `form` (see
+    /// [`IdempotencyKeyForm`]). `None` when the key cannot be carried: it is
+    /// empty or has a control or non-ASCII character, in either form; in
+    /// the raw form, also when it starts or ends with a space (a recipient
+    /// trims those off the value, so it would read another key).
+    ///
+    /// ```
+    /// use reqwest_backpressure::{IdempotencyKey, IdempotencyKeyForm};
+    /// let key = IdempotencyKey::new("order-42");
+    /// assert_eq!(key.header_value_in(IdempotencyKeyForm::SfString).unwrap(), r#""order-42""#);
+    /// assert_eq!(key.header_value_in(IdempotencyKeyForm::Raw).unwrap(), "order-42");
+    /// assert!(IdempotencyKey::new("line\nbreak").header_value_in(IdempotencyKeyForm::Raw).is_none());
+    /// ```
+    #[must_use]
+    pub fn header_value_in(&self, form: IdempotencyKeyForm) -> Option<HeaderValue> {
+        if self.0.is_empty() || !self.0.chars().all(|c| matches!(c, ' '..='~')) {
             return None;
         }
-        let mut out = String::with_capacity(self.0.len() + 2);
-        out.push('"');
-        for c in self.0.chars() {
-            match c {
-                '"' | '\\' => {
-                    out.push('\\');
+        match form {
+            IdempotencyKeyForm::Raw => {
+                if self.0.starts_with(' ') || self.0.ends_with(' ') {
+                    return None;
+                }
+                HeaderValue::from_str(&self.0).ok()
+            }
+            IdempotencyKeyForm::SfString => {
+                let mut out = String::with_capacity(self.0.len() + 2);
+                out.push('"');
+                for c in self.0.chars() {
+                    if matches!(c, '"' | '\\') {
+                        out.push('\\');
+                    }
                     out.push(c);
                 }
-                ' '..='~' => out.push(c),
-                _ => return None,
+                out.push('"');
+                HeaderValue::from_str(&out).ok()
             }
         }
-        out.push('"');
-        HeaderValue::from_str(&out).ok()
     }
 
     /// The key an `Idempotency-Key` header value names, as the middleware
@@ -157,6 +201,41 @@ impl IdempotencyKey {
         }
         None
     }
+}
+
+/// How an [`IdempotencyKey`] is written into the `Idempotency-Key` header,
+/// chosen per client with
+/// [`Policy::idempotency_key_form`](crate::Policy::idempotency_key_form).
+///
+/// Servers disagree on what the header's value is. The IETF httpapi draft
+/// makes it a Structured Field string, so `"order-42"` names the key
+/// `order-42`; Stripe and the APIs modelled on it take the value as sent,
+/// so the same header names the key `"order-42"`, quotes included. Only
+/// what is sent differs: both forms accept the same keys, and a task is
+/// keyed by the key itself.
+///
+/// # Default
+///
+/// [`SfString`](Self::SfString), the draft's form.
+///
+/// ```
+/// use reqwest_backpressure::{IdempotencyKey, IdempotencyKeyForm};
+/// assert_eq!(IdempotencyKeyForm::default(), IdempotencyKeyForm::SfString);
+/// let key = IdempotencyKey::new("order-42");
+/// assert_eq!(key.header_value_in(IdempotencyKeyForm::SfString).unwrap(), r#""order-42""#);
+/// assert_eq!(key.header_value_in(IdempotencyKeyForm::Raw).unwrap(), "order-42");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum IdempotencyKeyForm {
+    /// A Structured Field string (RFC 8941 §3.3.3), quoted, with `"` and
+    /// `\` escaped: `Idempotency-Key: "order-42"`. The IETF httpapi draft's
+    /// form.
+    #[default]
+    SfString,
+    /// The key as it is: `Idempotency-Key: order-42`. For servers that take
+    /// the raw header value as the key, such as Stripe's.
+    Raw,
 }
 
 impl fmt::Debug for IdempotencyKey {
@@ -218,7 +297,10 @@ pub struct RetryReport {
 }
 
 impl RetryReport {
-    /// Sends made, counting the first.
+    /// Sends this middleware made, counting the first (what
+    /// [`max_attempts`](crate::Policy::max_attempts) bounds). A retry
+    /// middleware placed after this one (reqwest-retry) resends inside one
+    /// of these attempts: its resends are not counted here.
     #[must_use]
     pub fn attempts(&self) -> u32 {
         self.attempts

@@ -120,7 +120,7 @@ mod util;
 
 pub use budget::RetryBudget;
 pub use error::Error;
-pub use extensions::{Attempt, Deadline, IdempotencyKey, RetryReport};
+pub use extensions::{Attempt, Deadline, IdempotencyKey, IdempotencyKeyForm, RetryReport};
 pub use middleware::{IDEMPOTENCY_KEY, RetryAfterMiddleware, is_idempotent};
 pub use planner::{HintSource, StopReason};
 pub use policy::{Fallback, InvalidPolicy, Limits, Policy};

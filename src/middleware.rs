@@ -223,19 +223,24 @@ impl<S: Store> RetryAfterMiddleware<S> {
             return Err(Error::DeadlineExhausted);
         }
 
-        // The task key: the extension (sent as an `Idempotency-Key` header
-        // unless the caller set one), else the caller's own header.
-        if let Some(key) = extensions.get::<IdempotencyKey>()
-            && !req.headers().contains_key(&IDEMPOTENCY_KEY)
-        {
-            let value = key.header_value().ok_or(Error::InvalidIdempotencyKey)?;
-            req.headers_mut().insert(IDEMPOTENCY_KEY, value);
-        }
+        // The task key: the caller's own header (sent as written), else the
+        // extension, sent in the policy's form. The task is keyed by the
+        // key itself, never by how it was written.
         let key = match req.headers().get(&IDEMPOTENCY_KEY) {
             Some(value) => {
                 Some(IdempotencyKey::from_header(value).ok_or(Error::InvalidIdempotencyKey)?)
             }
-            None => None,
+            None => match extensions.get::<IdempotencyKey>() {
+                Some(key) => {
+                    let form = planner.policy().idempotency_key_form;
+                    let value = key
+                        .header_value_in(form)
+                        .ok_or(Error::InvalidIdempotencyKey)?;
+                    req.headers_mut().insert(IDEMPOTENCY_KEY, value);
+                    Some(key.clone())
+                }
+                None => None,
+            },
         };
         let contract = Contract {
             retry_authorized: is_idempotent(req.method()) || key.is_some(),

@@ -10,6 +10,7 @@ use std::time::Duration;
 use http::StatusCode;
 
 use crate::budget::RetryBudget;
+use crate::extensions::IdempotencyKeyForm;
 use crate::origin::PacingConfig;
 use crate::ratelimit::RateLimitHeaders;
 
@@ -59,6 +60,7 @@ pub struct Policy {
     pub(crate) retry_budget: RetryBudget,
     pub(crate) rate_limit_headers: RateLimitHeaders,
     pub(crate) proactive_gate: bool,
+    pub(crate) idempotency_key_form: IdempotencyKeyForm,
 }
 
 impl Default for Policy {
@@ -87,6 +89,8 @@ impl Default for Policy {
     ///   `RateLimit` fields, in their unambiguous forms only.
     /// - `proactive_gate`: on. A response whose rate-limit headers say the
     ///   quota is exhausted holds the origin until the reset.
+    /// - `idempotency_key_form`: [`IdempotencyKeyForm::SfString`]: the IETF
+    ///   httpapi draft's `Idempotency-Key: "order-42"`.
     fn default() -> Self {
         Policy {
             max_attempts: 3,
@@ -105,6 +109,7 @@ impl Default for Policy {
             retry_budget: RetryBudget::default(),
             rate_limit_headers: RateLimitHeaders::ietf(),
             proactive_gate: true,
+            idempotency_key_form: IdempotencyKeyForm::SfString,
         }
     }
 }
@@ -236,6 +241,40 @@ impl Policy {
     #[must_use]
     pub fn proactive_gate(mut self, on: bool) -> Self {
         self.proactive_gate = on;
+        self
+    }
+
+    /// How an [`IdempotencyKey`](crate::IdempotencyKey) extension is written
+    /// into the `Idempotency-Key` header this client sends, on every
+    /// attempt: a Structured Field string (`"order-42"`, the IETF httpapi
+    /// draft's form) or the key as it is (`order-42`, for servers that take
+    /// the raw value as the key, such as Stripe's; they would read the
+    /// quoted form as the key `"order-42"`, quotes included).
+    ///
+    /// Both forms refuse the same keys, with `invalid_idempotency_key`,
+    /// before anything is sent: empty, or with a control or non-ASCII
+    /// character; the raw form also refuses a key that starts or ends with
+    /// a space. An `Idempotency-Key` header the caller set is sent as
+    /// written in either form. The form changes only the header: a task is
+    /// keyed by the key itself, so `order-42` is one key in both forms
+    /// (and for a caller's header `order-42` or `"order-42"`).
+    ///
+    /// # Default
+    ///
+    /// [`IdempotencyKeyForm::SfString`].
+    ///
+    /// ```
+    /// use reqwest_backpressure::{IdempotencyKeyForm, Policy, RetryAfterMiddleware};
+    ///
+    /// // A client for an API that reads `Idempotency-Key: order-42` raw.
+    /// let middleware = RetryAfterMiddleware::try_new(
+    ///     Policy::default().idempotency_key_form(IdempotencyKeyForm::Raw),
+    /// );
+    /// assert!(middleware.is_ok());
+    /// ```
+    #[must_use]
+    pub fn idempotency_key_form(mut self, form: IdempotencyKeyForm) -> Self {
+        self.idempotency_key_form = form;
         self
     }
 

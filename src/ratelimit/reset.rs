@@ -26,7 +26,8 @@ pub enum ResetFormat {
     /// `30.500` (Discord's `x-ratelimit-reset-after`).
     Seconds,
     /// A Unix time in seconds, optionally with a fraction: `1700000000`
-    /// (GitHub), `1470173023.123` (Discord).
+    /// (GitHub), `1470173023.123` (Discord). Measured against `server_now`
+    /// (see [`parse_reset`]).
     EpochSeconds,
     /// A delay in milliseconds, optionally with a fraction: `250`
     /// (OpenAI's `retry-after-ms`).
@@ -43,11 +44,23 @@ pub enum ResetFormat {
     /// `YYYY-MM-DDTHH:MM:SS[.frac](Z|±HH:MM)`, `T`/`t` and `Z`/`z` accepted.
     /// Fields are range-checked (days per month, leap years); second `60`
     /// (a leap second) is read as the first second of the next minute.
+    /// Measured against `server_now` (see [`parse_reset`]).
     Rfc3339,
 }
 
 /// Parses one reset value in `format` into the delay from `server_now` (the
 /// response's `Date`, or the local time it was received).
+///
+/// Only the absolute formats ([`EpochSeconds`](ResetFormat::EpochSeconds),
+/// [`Rfc3339`](ResetFormat::Rfc3339)) read `server_now`; the others are
+/// delays as written. The middleware passes the response's `Date` when it
+/// has exactly one valid `Date` field line, so skew between the server's
+/// clock and ours does not count. `Date` has whole-second resolution (the
+/// second the server was in), so the delay is up to 1 s longer than the
+/// time the server had left until its reset, never shorter: a retry leaves
+/// at the reset or up to a second after it (plus the answer's transit),
+/// never before. Without a valid `Date` it passes the local time the
+/// response was received, and the skew between the two clocks counts.
 ///
 /// A time in the past is [`Duration::ZERO`]. A value too large for a
 /// [`Duration`] (or a time beyond what [`SystemTime`] holds) saturates to

@@ -109,6 +109,65 @@ async fn a_plain_403_is_never_retried() {
 }
 
 #[tokio::test]
+async fn an_epoch_reset_is_measured_against_the_answers_date() {
+    // The server's clock is 10 s behind ours: its reset, 2 s after its
+    // `Date`, is already past on our clock.
+    let server_now = SystemTime::now() - Duration::from_secs(10);
+    let date = httpdate::fmt_http_date(server_now);
+    let secs = server_now.duration_since(UNIX_EPOCH).unwrap().as_secs();
+    let reset = (secs + 2).to_string();
+    let (server, seen) = scripted(move |_, i| match i {
+        0 => ResponseTemplate::new(403)
+            .insert_header("Date", date.as_str())
+            .insert_header("x-ratelimit-remaining", "0")
+            .insert_header("x-ratelimit-reset", reset.as_str()),
+        _ => ResponseTemplate::new(200),
+    })
+    .await;
+    let resp = client(exact().rate_limit_headers(RateLimitHeaders::github()))
+        .get(server.uri())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(report(&resp).attempts(), 2);
+    let g = seen.first_gap();
+    assert!(g >= Duration::from_secs(2), "{g:?}: left before the reset");
+    assert!(g < Duration::from_millis(3500), "{g:?}");
+}
+
+#[tokio::test]
+async fn a_github_403_that_gives_no_time_is_not_retried() {
+    let policy = exact().rate_limit_headers(RateLimitHeaders::github());
+    // Exhausted, but the reset is past: a pushback with no time, and only
+    // a `429` falls back.
+    let (past, past_seen) = scripted(|_, _| {
+        ResponseTemplate::new(403)
+            .insert_header("x-ratelimit-remaining", "0")
+            .insert_header("x-ratelimit-reset", "1600000000")
+    })
+    .await;
+    let resp = client(policy.clone()).get(past.uri()).send().await.unwrap();
+    assert_eq!(resp.status(), 403);
+    assert_eq!(
+        report(&resp).stop_reason().map(|r| r.code()),
+        Some("missing_retry_after")
+    );
+    // Quota left: not a pushback, even with a `Retry-After`.
+    let (left, left_seen) = scripted(|_, _| {
+        ResponseTemplate::new(403)
+            .insert_header("x-ratelimit-remaining", "12")
+            .insert_header("Retry-After", "1")
+    })
+    .await;
+    let resp = client(policy).get(left.uri()).send().await.unwrap();
+    assert_eq!(resp.status(), 403);
+    assert_eq!(report(&resp).stop_reason(), None);
+    assert_eq!(past_seen.len(), 1);
+    assert_eq!(left_seen.len(), 1);
+}
+
+#[tokio::test]
 async fn a_200_with_an_exhausted_quota_holds_the_next_request() {
     let (server, seen) = scripted(|_, i| match i {
         0 => ResponseTemplate::new(200).insert_header("RateLimit", r#""burst";r=0;t=2"#),

@@ -1,7 +1,9 @@
 //! Non-idempotent methods and idempotency keys: which requests may be
-//! retried, the `Idempotency-Key` header on every attempt, one active task
-//! per key, a key freed when its task ends or is dropped, and a key never
-//! shown.
+//! retried, the `Idempotency-Key` header on every attempt (in either
+//! form), one active task per key, a key freed when its task ends or is
+//! dropped, and a key never shown.
+
+use reqwest_backpressure::IdempotencyKeyForm;
 
 use super::support::*;
 
@@ -80,6 +82,149 @@ async fn extension_does_not_overwrite_a_caller_set_header() {
         vec![vec!["from-header".to_owned()]; 2]
     );
     server.verify().await;
+}
+
+/// The header each form sends for a key: `(form, key, header)`.
+const FORMS: [(IdempotencyKeyForm, &str, &str); 4] = [
+    (IdempotencyKeyForm::SfString, "order-42", r#""order-42""#),
+    (IdempotencyKeyForm::Raw, "order-42", "order-42"),
+    (IdempotencyKeyForm::SfString, r#"a"b\c"#, r#""a\"b\\c""#),
+    (IdempotencyKeyForm::Raw, r#"a"b\c"#, r#"a"b\c"#),
+];
+
+#[tokio::test]
+async fn each_form_is_sent_on_the_first_send_and_on_the_retry_after_a_429() {
+    for (form, key, header) in FORMS {
+        let (server, _) = serve_seq(2, vec![too_many("0"), ok()]).await;
+
+        let resp = client(exact().idempotency_key_form(form))
+            .post(server.uri())
+            .body("order")
+            .with_extension(IdempotencyKey::new(key))
+            .send()
+            .await
+            .unwrap();
+
+        assert_eq!(resp.status(), StatusCode::OK, "{form:?} {key}");
+        assert_eq!(report(&resp).attempts(), 2, "{form:?} {key}");
+        assert_eq!(
+            idempotency_headers(&server).await,
+            vec![vec![header.to_owned()]; 2],
+            "{form:?} {key}"
+        );
+        server.verify().await;
+    }
+}
+
+#[tokio::test]
+async fn a_caller_set_header_is_sent_as_written_in_either_form() {
+    for form in [IdempotencyKeyForm::SfString, IdempotencyKeyForm::Raw] {
+        for written in ["caller-7", r#""caller-7""#] {
+            let (server, _) = serve_seq(2, vec![too_many("0"), ok()]).await;
+
+            let resp = client(exact().idempotency_key_form(form))
+                .post(server.uri())
+                .header("Idempotency-Key", written)
+                .with_extension(IdempotencyKey::new("from-extension"))
+                .send()
+                .await
+                .unwrap();
+
+            assert_eq!(resp.status(), StatusCode::OK, "{form:?} {written}");
+            assert_eq!(report(&resp).attempts(), 2, "{form:?} {written}");
+            assert_eq!(
+                idempotency_headers(&server).await,
+                vec![vec![written.to_owned()]; 2],
+                "{form:?} {written}"
+            );
+            server.verify().await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_invalid_key_is_refused_in_either_form_without_sending() {
+    let (server, _) = serve_seq(0, vec![ok()]).await;
+    for form in [IdempotencyKeyForm::SfString, IdempotencyKeyForm::Raw] {
+        let client = client(exact().idempotency_key_form(form));
+        for key in ["", "line\nbreak", "tab\tkey", "del\u{7f}", "ключ"] {
+            let err = client
+                .post(server.uri())
+                .with_extension(IdempotencyKey::new(key))
+                .send()
+                .await
+                .unwrap_err();
+            assert_eq!(
+                our_code(&err),
+                Some("invalid_idempotency_key"),
+                "{form:?} {key:?}: {err:?}"
+            );
+        }
+    }
+    // A server trims the spaces around a raw value, so it would read
+    // another key: refused too. Quoted, the spaces are part of the key.
+    let raw = client(exact().idempotency_key_form(IdempotencyKeyForm::Raw));
+    for key in [" lead", "trail "] {
+        let err = raw
+            .post(server.uri())
+            .with_extension(IdempotencyKey::new(key))
+            .send()
+            .await
+            .unwrap_err();
+        assert_eq!(our_code(&err), Some("invalid_idempotency_key"), "{key:?}");
+        assert!(IdempotencyKey::new(key).header_value().is_some());
+    }
+    server.verify().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_key_is_one_lease_whichever_form_or_header_names_it() {
+    let store = MemoryStore::new();
+    let raw = RetryAfterMiddleware::with_store(
+        exact().idempotency_key_form(IdempotencyKeyForm::Raw),
+        store.clone(),
+    );
+    let script = || seq(vec![push_back(429, "1"), answer(200)]);
+    let (raw, raw_arrivals) = offline_with(raw, script());
+    let (quoted, quoted_arrivals) = offline_on(&store, script());
+
+    let first = spawn_post_keyed(&raw, URL, "order-42");
+    raw_arrivals.wait_for(1).await;
+
+    // The extension in the other form, and a caller's header bare or
+    // quoted, in either client: all name the running task's key.
+    for client in [&raw, &quoted] {
+        let by_extension = client
+            .post(URL)
+            .with_extension(IdempotencyKey::new("order-42"))
+            .send()
+            .await
+            .unwrap_err();
+        assert_eq!(our_code(&by_extension), Some("already_active"));
+        for written in ["order-42", r#""order-42""#] {
+            let by_header = client
+                .post(URL)
+                .header("Idempotency-Key", written)
+                .send()
+                .await
+                .unwrap_err();
+            assert_eq!(our_code(&by_header), Some("already_active"), "{written}");
+        }
+    }
+    assert!(
+        !first.is_finished(),
+        "the first task should still be waiting"
+    );
+
+    let resp = first.await.unwrap().unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(report(&resp).attempts(), 2);
+    assert_eq!(
+        raw_arrivals.idempotency_keys(),
+        vec![Some("order-42".to_owned()); 2]
+    );
+    assert_eq!(quoted_arrivals.len(), 0);
+    assert_eq!(store.active_keys(), 0);
 }
 
 #[tokio::test(start_paused = true)]
