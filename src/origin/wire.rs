@@ -4,6 +4,10 @@
 use std::time::Duration;
 
 use super::OriginState;
+use super::gate::Gate;
+use super::pace::{Batches, Mode, Pace};
+use super::period::Period;
+use super::quota::Quota;
 use crate::util::nanos;
 
 impl OriginState {
@@ -13,38 +17,48 @@ impl OriginState {
     #[doc(hidden)]
     #[must_use]
     pub fn encode(&self) -> String {
+        let (gate, quota, pace, period) = (&self.gate, &self.quota, &self.pace, &self.period);
+        let batches = match pace.mode {
+            Mode::Batches(b) => b,
+            _ => Batches {
+                size: 0,
+                every: Duration::ZERO,
+                left: 0,
+                start: Duration::ZERO,
+                spread: Duration::ZERO,
+            },
+        };
+        let maybe =
+            |t: Option<Duration>| t.map_or_else(|| "-".to_owned(), |t| nanos(t).to_string());
         format!(
             "o7 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
-            nanos(self.gate_until),
-            nanos(self.gate_span),
-            nanos(self.server_until),
-            self.last_zero
-                .map_or_else(|| "-".to_owned(), |t| nanos(t).to_string()),
-            nanos(self.next_slot),
-            self.rate,
-            self.batch,
-            nanos(self.batch_every),
-            self.batch_left,
-            nanos(self.batch_start),
-            nanos(self.batch_spread),
-            u8::from(self.learned),
-            nanos(self.epoch_start),
-            self.epoch_successes,
-            u8::from(self.relearn_at_reopen),
-            self.first_pushback
-                .map_or_else(|| "-".to_owned(), |t| nanos(t).to_string()),
-            u8::from(self.rejected),
-            u8::from(self.stated),
-            nanos(self.last_success),
-            nanos(self.raised_at),
+            nanos(gate.until),
+            nanos(gate.span),
+            nanos(gate.server_until),
+            maybe(gate.last_zero),
+            nanos(pace.next_slot),
+            pace.rate(),
+            batches.size,
+            nanos(batches.every),
+            batches.left,
+            nanos(batches.start),
+            nanos(batches.spread),
+            u8::from(batches.size > 0),
+            nanos(period.start),
+            period.successes,
+            u8::from(gate.reopen_pending),
+            maybe(period.first_pushback),
+            u8::from(period.rejected),
+            u8::from(period.stated),
+            nanos(period.last_success),
+            nanos(pace.raised_at),
             nanos(self.last_seen),
-            self.quota_left,
-            nanos(self.quota_until),
-            nanos(self.quota_probe_at),
-            u8::from(self.quota_announced),
-            self.reserved,
-            self.last_cut
-                .map_or_else(|| "-".to_owned(), |t| nanos(t).to_string()),
+            quota.left,
+            nanos(quota.until),
+            nanos(quota.probe_at),
+            u8::from(quota.announced),
+            pace.reserved,
+            maybe(pace.last_cut),
         )
     }
 
@@ -66,7 +80,7 @@ impl OriginState {
             batch_left,
             batch_start,
             spread,
-            learned,
+            _learned,
             epoch,
             successes,
             closed,
@@ -100,34 +114,50 @@ impl OriginState {
         if !rate.is_finite() || rate < 0.0 {
             return None;
         }
+        let size: u32 = batch.parse().ok()?;
+        let mode = if size > 0 {
+            Mode::Batches(Batches {
+                size,
+                every: time(every)?,
+                left: batch_left.parse().ok()?,
+                start: time(batch_start)?,
+                spread: time(spread)?,
+            })
+        } else if rate > 0.0 {
+            Mode::SlowStart { rate }
+        } else {
+            Mode::Unpaced
+        };
         Some(OriginState {
-            gate_until: time(gate)?,
-            gate_span: time(span)?,
-            server_until: time(server)?,
-            last_zero: maybe(zero)?,
-            next_slot: time(next)?,
-            rate,
-            batch: batch.parse().ok()?,
-            batch_every: time(every)?,
-            batch_left: batch_left.parse().ok()?,
-            batch_start: time(batch_start)?,
-            batch_spread: time(spread)?,
-            learned: flag(learned)?,
-            epoch_start: time(epoch)?,
-            epoch_successes: successes.parse().ok()?,
-            relearn_at_reopen: flag(closed)?,
-            first_pushback: maybe(first)?,
-            rejected: flag(rejected)?,
-            stated: flag(stated)?,
-            last_success: time(last_success)?,
-            raised_at: time(raised)?,
+            gate: Gate {
+                until: time(gate)?,
+                span: time(span)?,
+                server_until: time(server)?,
+                last_zero: maybe(zero)?,
+                reopen_pending: flag(closed)?,
+            },
+            quota: Quota {
+                left: quota_left.parse().ok()?,
+                until: time(quota_until)?,
+                probe_at: time(quota_probe_at)?,
+                announced: flag(quota_announced)?,
+            },
+            pace: Pace {
+                mode,
+                next_slot: time(next)?,
+                reserved: reserved.parse().ok()?,
+                raised_at: time(raised)?,
+                last_cut: maybe(last_cut)?,
+            },
+            period: Period {
+                start: time(epoch)?,
+                successes: successes.parse().ok()?,
+                first_pushback: maybe(first)?,
+                rejected: flag(rejected)?,
+                stated: flag(stated)?,
+                last_success: time(last_success)?,
+            },
             last_seen: time(seen)?,
-            quota_left: quota_left.parse().ok()?,
-            quota_until: time(quota_until)?,
-            quota_probe_at: time(quota_probe_at)?,
-            quota_announced: flag(quota_announced)?,
-            reserved: reserved.parse().ok()?,
-            last_cut: maybe(last_cut)?,
         })
     }
 

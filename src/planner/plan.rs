@@ -9,9 +9,9 @@ use crate::origin::Outcome;
 use crate::policy::{Fallback, InvalidPolicy, Policy};
 use crate::retry_after::Hint;
 
-/// The granularity of `Retry-After` in seconds: a zero means "under a
-/// second", so an origin that answered zero is held at most this long.
-const ZERO_GRANULARITY: Duration = Duration::from_secs(1);
+/// The granularity of `Retry-After` (one idea with the origin's hold of a
+/// repeated zero: see [`Tuning::zero_granularity`](crate::origin::tuning::Tuning)).
+const ZERO_GRANULARITY: Duration = crate::origin::tuning::TUNING.zero_granularity;
 
 /// The state of one task: attempts made, time waited, its deadline and its
 /// planned retry. Plain data; the planner's methods update it.

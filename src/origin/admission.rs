@@ -1,0 +1,56 @@
+//! What a store answers when a task asks to send, and what a reserved slot
+//! holds until it is used or given back.
+
+use std::time::Duration;
+
+/// What a store answers when a task asks to send to an origin.
+#[must_use]
+#[non_exhaustive]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// Send now.
+    Now,
+    /// Send now: the gate has just reopened, and this task is its probe
+    /// (it goes alone; the queue follows at the pace).
+    Reopened,
+    /// The gate is closed for this long from now, and nothing is reserved:
+    /// come back then and ask again (the pace is learned when it reopens).
+    GateClosed(Duration),
+    /// A paced slot is reserved this far from now: send then, after
+    /// [`confirm`](OriginState::confirm)ing it (the gate may have closed
+    /// again meanwhile). A task that does not send gives the
+    /// [`Reservation`] back ([`release`](OriginState::release)).
+    SlotReserved(Duration, Reservation),
+    /// The quota the server stated is spent: the origin is held this long
+    /// from now (until the stated reset, at most the gate's cap), nothing
+    /// reserved. Answered to the first task that finds it so, which tells
+    /// the observer; the others get [`GateClosed`](Self::GateClosed).
+    QuotaHeld(Duration),
+    /// The paced queue is booked further ahead than is worth reserving
+    /// while the pace is still rising (slow start): nothing is reserved;
+    /// come back after this long and ask again.
+    QueueAhead(Duration),
+    /// The origin cannot take the task within the latest time it accepts;
+    /// nothing was reserved.
+    Refused {
+        /// How long from now a request could usefully be sent: the later of
+        /// when the gate or the paced queue could take it, and the time the
+        /// server itself named (which may lie beyond the gate, whose closing
+        /// is capped at `max_wait`). Never earlier than the server's time.
+        free_in: Duration,
+    },
+}
+
+/// What a [`SlotReserved`](Admission::SlotReserved) admission holds: given
+/// back with [`OriginState::release`] by a task that does not send, or
+/// settled with [`OriginState::confirm`] when its time has come.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reservation {
+    /// The slot's time, on the store's clock.
+    pub(crate) slot: Duration,
+    /// Whether it spent a unit of a stated quota.
+    pub(crate) quota: bool,
+    /// Whether a shared store's state holds it (not this process's own,
+    /// which a shared store falls back to): the two clocks differ.
+    pub(crate) shared: bool,
+}

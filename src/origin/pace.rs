@@ -1,0 +1,415 @@
+//! The pace: how the queue behind an origin leaves once its gate is open.
+//!
+//! Three modes, chosen when the gate reopens from what the period showed:
+//! unpaced (nothing learned yet), slow start (the period admitted nothing
+//! countable, e.g. a shared state lost with its store), and learned
+//! batches. A batch is cut when the origin pushes back and raised after a
+//! long clean run, each at most once per period; slots a task does not use
+//! are given back ([`Pace::release`]).
+
+use std::time::Duration;
+
+use super::period::Period;
+use super::tuning::TUNING;
+
+/// How the queue leaves.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Mode {
+    /// Every admitted task goes at once.
+    Unpaced,
+    /// A smooth pace that starts at one request a second and rises by one
+    /// on each success, until a period is measured.
+    SlowStart {
+        /// Requests per second.
+        rate: f64,
+    },
+    /// What the origin admitted per period, released one batch per period.
+    Batches(Batches),
+}
+
+/// The learned batches of an origin.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Batches {
+    /// How many requests leave per batch.
+    pub(super) size: u32,
+    /// The least time from a batch's last slot to the next batch (the
+    /// server's period plus a margin).
+    pub(super) every: Duration,
+    /// Slots left in the current batch.
+    pub(super) left: u32,
+    /// When the current batch leaves.
+    pub(super) start: Duration,
+    /// The span a batch's slots are spread evenly over.
+    pub(super) spread: Duration,
+}
+
+impl Batches {
+    /// When the `i`-th slot of a batch leaves, from the batch's start:
+    /// evenly over the spread.
+    pub(super) fn offset(&self, i: u32) -> Duration {
+        self.spread * i / self.size.max(1)
+    }
+
+    /// Slots of the current batch handed out.
+    fn taken(&self) -> u32 {
+        self.size.saturating_sub(self.left)
+    }
+
+    /// Sets the size; the current batch keeps no more slots left than it.
+    fn resize(&mut self, size: u32) {
+        self.size = size;
+        self.left = self.left.min(size);
+    }
+}
+
+/// The pace of one origin and the slots it handed out.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Pace {
+    pub(super) mode: Mode,
+    /// Smooth pace: the theoretical time of the next slot (GCRA's TAT).
+    /// Batches: the latest slot handed out.
+    pub(super) next_slot: Duration,
+    /// Slots handed out and neither confirmed nor given back yet.
+    pub(super) reserved: u32,
+    /// When the pace was last set or raised.
+    pub(super) raised_at: Duration,
+    /// When an answer without a server time last cut the pace.
+    pub(super) last_cut: Option<Duration>,
+}
+
+/// The pace's answer to a task the gate and the quota let through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Slot {
+    /// Send now.
+    Go,
+    /// A slot is reserved at `slot`, `wait` from now.
+    Reserved { wait: Duration, slot: Duration },
+    /// Ask again after this long; nothing reserved.
+    Ahead(Duration),
+    /// The earliest slot is this far away, beyond what the task accepts.
+    TooLate(Duration),
+}
+
+/// Why a pace is cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Cut {
+    /// The period that ended saw a rejection: the batch was too large, by
+    /// about a tenth.
+    Rejected,
+    /// A pushback with no usable server time: halved, at most once per
+    /// period however many such answers arrive.
+    NoTime,
+}
+
+impl Pace {
+    /// Unpaced, first seen at `now`.
+    pub(super) fn new(now: Duration) -> Self {
+        Pace {
+            mode: Mode::Unpaced,
+            next_slot: Duration::ZERO,
+            reserved: 0,
+            raised_at: now,
+            last_cut: None,
+        }
+    }
+
+    /// Requests per second (0: not pacing).
+    pub(super) fn rate(&self) -> f64 {
+        match self.mode {
+            Mode::Unpaced => 0.0,
+            Mode::SlowStart { rate } => rate,
+            Mode::Batches(b) => f64::from(b.size) / b.every.as_secs_f64(),
+        }
+    }
+
+    /// Whether anything paces the queue.
+    pub(super) fn is_paced(&self) -> bool {
+        self.mode != Mode::Unpaced
+    }
+
+    /// The origin's period: the spacing of its batches, or a second (the
+    /// granularity of servers' windows).
+    fn period(&self) -> Duration {
+        match self.mode {
+            Mode::Batches(b) => b.every.max(TUNING.min_period),
+            _ => TUNING.min_period,
+        }
+    }
+
+    /// At `now`: once every slot handed out has come, none is reserved any
+    /// more (a holder that vanished without a word leaks nothing).
+    pub(super) fn settle(&mut self, now: Duration) {
+        if now >= self.next_slot {
+            self.reserved = 0;
+        }
+    }
+
+    /// A task asks at `now` and accepts to wait `latest`. `probe` when it is
+    /// a reopening's probe whose slot the batch already counts; `stated`
+    /// when the origin states its quota and reset (a stated reset anchors
+    /// each batch, so none is booked ahead of it).
+    pub(super) fn take(
+        &mut self,
+        now: Duration,
+        latest: Duration,
+        probe: bool,
+        stated: bool,
+    ) -> Slot {
+        let slot = match &mut self.mode {
+            Mode::Unpaced => return Slot::Go,
+            Mode::Batches(_) if probe => return Slot::Go,
+            Mode::Batches(b) => {
+                // A slot in the current batch, or, once it is spent, in the
+                // next: no earlier than `every` after the last slot handed
+                // out. So no span of `every` ever holds more than one
+                // batch's requests, whatever the server's shape: a fixed
+                // window sees one batch per window, a sliding log never
+                // more than it admitted in one period, and a bucket refills
+                // a batch between two.
+                let new_batch = b.left == 0;
+                let (start, taken) = if new_batch {
+                    (now.max(self.next_slot.saturating_add(b.every)), 0)
+                } else {
+                    (b.start, b.taken())
+                };
+                let slot = now.max(start + b.offset(taken));
+                let wait = slot - now;
+                if wait > latest {
+                    return Slot::TooLate(wait);
+                }
+                if new_batch && wait > Duration::ZERO && stated {
+                    // A spent quota closes the origin until the stated reset
+                    // the batch before tells: slots booked now would fall
+                    // before it and be lost. Ask again then, holding nothing.
+                    return Slot::Ahead(wait);
+                }
+                if new_batch {
+                    b.left = b.size;
+                    b.start = start;
+                }
+                b.left -= 1;
+                self.next_slot = self.next_slot.max(slot);
+                slot
+            }
+            Mode::SlowStart { rate } => {
+                let slot = now.max(self.next_slot);
+                let wait = slot - now;
+                if wait > latest {
+                    // The queue, not the gate, is too long.
+                    return Slot::TooLate(wait);
+                }
+                if wait > TUNING.slow_start_ahead {
+                    // A slot booked far ahead at today's slow rate would stay
+                    // there when the rate rises: ask again soon instead.
+                    return Slot::Ahead(TUNING.slow_start_ahead);
+                }
+                self.next_slot = slot + interval(*rate);
+                slot
+            }
+        };
+        if slot <= now {
+            return Slot::Go;
+        }
+        self.reserved = self.reserved.saturating_add(1);
+        Slot::Reserved {
+            wait: slot - now,
+            slot,
+        }
+    }
+
+    /// A success at `now`; `reopen_pending` while the gate closed in this
+    /// period (the pace is learned again at its reopening).
+    pub(super) fn on_success(&mut self, now: Duration, reopen_pending: bool) {
+        if reopen_pending {
+            return;
+        }
+        match &mut self.mode {
+            Mode::SlowStart { rate } => *rate += TUNING.slow_start_step,
+            Mode::Batches(_) if now.saturating_sub(self.raised_at) >= TUNING.raise_every => {
+                self.raise();
+                self.raised_at = now;
+            }
+            _ => {}
+        }
+    }
+
+    /// A learned pace that ran clean for long rises by a tenth (at least one).
+    fn raise(&mut self) {
+        if let Mode::Batches(b) = &mut self.mode {
+            let more = to_count(f64::from(b.size) * (TUNING.raise_factor - 1.0)).max(1);
+            b.resize(b.size.saturating_add(more));
+        }
+    }
+
+    /// Cuts the pace at `now`; a [`Cut::NoTime`] at most once per period.
+    pub(super) fn cut(&mut self, now: Duration, why: Cut) {
+        if why == Cut::NoTime
+            && self
+                .last_cut
+                .is_some_and(|cut| now.saturating_sub(cut) < self.period())
+        {
+            return;
+        }
+        match (&mut self.mode, why) {
+            (Mode::Batches(b), Cut::Rejected) => {
+                // By a tenth, at least one, at most half.
+                let size = f64::from(b.size);
+                b.resize(
+                    to_count(size * TUNING.cut_factor)
+                        .min(b.size - 1)
+                        .max(to_count((size * TUNING.cut_floor).ceil()))
+                        .max(1),
+                );
+            }
+            (Mode::Batches(b), Cut::NoTime) => {
+                b.resize((b.size / 2).max(1));
+                self.last_cut = Some(now);
+            }
+            (Mode::SlowStart { rate }, Cut::NoTime) => {
+                *rate = (*rate * 0.5).max(TUNING.min_rate);
+                self.last_cut = Some(now);
+            }
+            _ => {}
+        }
+    }
+
+    /// The gate reopens at `gate` after a period whose server time was
+    /// `span`: learn what the origin admitted in `period`, and start anew.
+    /// Whether the probe that goes now is counted in the first batch.
+    ///
+    /// The first time, the period is typically a burst answered by "come
+    /// back in W": the server admitted that many per W (or, if sending went
+    /// on for longer than W before the first pushback, proportionally
+    /// fewer). From then on the queue leaves in batches of that many, one
+    /// batch per W plus a margin, the first right after the probe: a
+    /// fixed-window server is used to the full from the start of each
+    /// window, where a smooth pace would spread each window's requests over
+    /// it and finish a window late.
+    ///
+    /// A token bucket drained by a burst admits its capacity and then what
+    /// it refilled while the burst arrived (before its first rejection as
+    /// well as after it), and nothing the client sees tells it from a window
+    /// that admitted as many: the answers of a burst reach the client late
+    /// and in any order. So every batch is spread over X, the time from the
+    /// period's start to its last success read (an upper bound of the span
+    /// the server admitted over), plus one slot; the next batch leaves W
+    /// plus a margin after the last slot of the one before, and the first
+    /// waits, after the probe, until a whole W has passed since the
+    /// period's last success. The bucket then refills, during a batch, what
+    /// it admitted beyond its capacity, and in between, its capacity. A
+    /// window pays X a period for it. When X is over half of W, the batch is
+    /// what a bucket refilling over W held, spread over W / 2. A server
+    /// whose answers state its quota and reset (rate-limit headers) is told
+    /// apart: its batch leaves at once, and each stated reset re-anchors the
+    /// next.
+    ///
+    /// Later, while pacing, a pushback says the batch was too large: it is
+    /// cut ([`Cut::Rejected`]).
+    pub(super) fn reopen(&mut self, gate: Duration, span: Duration, period: &Period) -> bool {
+        // Batches booked beyond the gate (the gate closed on a spent quota
+        // while they waited) stand: the queue goes on as booked.
+        let mut restart = true;
+        if let Mode::Batches(_) = self.mode {
+            if period.rejected {
+                self.cut(gate, Cut::Rejected);
+            }
+            restart = self.next_slot <= gate;
+        } else {
+            self.learn(gate, span, period);
+        }
+        let probe_counted = restart && matches!(self.mode, Mode::Batches(_));
+        if restart {
+            self.next_slot = gate;
+        }
+        if let Mode::Batches(b) = &mut self.mode
+            && probe_counted
+        {
+            // The probe leaves at the gate time (one slot of the batch);
+            // the rest after its head start.
+            let gap = (b.every / b.size).clamp(TUNING.probe_gap_min, TUNING.probe_gap_max);
+            b.left = b.size - 1;
+            // A bucket has refilled for a whole span since the last success
+            // of the period (its last admission came no later). A server
+            // that stated its reset has reset by the gate.
+            b.start = if period.stated {
+                gate + gap
+            } else {
+                (gate + gap).max(period.last_success + span)
+            };
+            if b.left > 0 {
+                self.next_slot = b.start;
+            }
+        }
+        self.raised_at = gate;
+        probe_counted
+    }
+
+    /// The batch a first measured period shows (see [`reopen`](Self::reopen)),
+    /// or slow start when it admitted nothing countable.
+    fn learn(&mut self, gate: Duration, span: Duration, period: &Period) {
+        let sending = period.sending(gate);
+        let length = sending.max(span).as_secs_f64();
+        let share = if length > 0.0 {
+            span.as_secs_f64() / length
+        } else {
+            0.0
+        };
+        let mut size = to_count(f64::from(period.successes) * share);
+        // A server that states its quota and reset resets it then: its
+        // batch leaves at once. Otherwise the batch is spread over the time
+        // from the period's start to its last success read: an upper bound
+        // of the span the server admitted it over, which a bucket spent
+        // refilling what it admitted beyond its capacity (successes over a
+        // long period came at a pace the server kept up with).
+        let mut spread = if sending <= span && !period.stated {
+            let admitting = period.last_success.saturating_sub(period.start);
+            // The batch's last slot leaves one slot short of the spread
+            // (slot i at spread * i / size): one interval more.
+            admitting + (span / size.max(1)).min(span / 10)
+        } else {
+            Duration::ZERO
+        };
+        if spread > span / 2 {
+            // Too long to spread a batch over within a window: the batch is
+            // what a bucket refilling over the span held.
+            let stretched = span.as_secs_f64() / (span + spread).as_secs_f64();
+            size = to_count(f64::from(size) * stretched).max(size.min(1));
+            spread = span / 2;
+        }
+        if size >= 1 {
+            self.mode = Mode::Batches(Batches {
+                size,
+                every: batch_every(span),
+                left: 0,
+                start: Duration::ZERO,
+                spread,
+            });
+        } else {
+            let rate = self.rate().max(TUNING.min_rate);
+            self.mode = Mode::SlowStart { rate };
+        }
+    }
+}
+
+/// The spacing of batches for a server period `span`: the span plus the
+/// margin or its share of the span, whichever is more.
+pub(super) fn batch_every(span: Duration) -> Duration {
+    span + TUNING
+        .batch_margin
+        .max(span.mul_f64(TUNING.batch_margin_share))
+}
+
+/// A non-negative count, rounded down (saturating).
+fn to_count(x: f64) -> u32 {
+    if x.is_finite() && x > 0.0 {
+        // Saturating: `as` clamps to the target's range.
+        x.floor() as u32
+    } else {
+        0
+    }
+}
+
+/// The spacing of a smooth pace of `rate` requests per second.
+pub(super) fn interval(rate: f64) -> Duration {
+    Duration::try_from_secs_f64(1.0 / rate).unwrap_or(Duration::from_secs(1))
+}

@@ -1,0 +1,62 @@
+//! The measuring period: what the origin admitted between one opening of
+//! its gate and the next closing, read by the pace when the gate reopens.
+
+use std::time::Duration;
+
+use super::tuning::TUNING;
+
+/// One measuring period of an origin.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Period {
+    /// When it started (the last reopening, or the first contact).
+    pub(super) start: Duration,
+    /// Its 2xx (non-pushback) answers.
+    pub(super) successes: u32,
+    /// Its first pushback that closed the gate.
+    pub(super) first_pushback: Option<Duration>,
+    /// Whether it saw a rejection (not only a quota the server said was
+    /// spent).
+    pub(super) rejected: bool,
+    /// Whether an answer stated the server's quota and its reset.
+    pub(super) stated: bool,
+    /// Its last success read.
+    pub(super) last_success: Duration,
+}
+
+impl Period {
+    /// A period starting at `now`.
+    pub(super) fn new(now: Duration) -> Self {
+        Period {
+            start: now,
+            successes: 0,
+            first_pushback: None,
+            rejected: false,
+            stated: false,
+            last_success: now,
+        }
+    }
+
+    /// A success at `now`. Before the gate first closes (`measuring`), a
+    /// period longer than [`epoch_max`](super::tuning::Tuning::epoch_max)
+    /// starts afresh: what an origin admitted long ago says little now.
+    pub(super) fn on_success(&mut self, now: Duration, measuring: bool) {
+        if measuring && now.saturating_sub(self.start) > TUNING.epoch_max {
+            self.start = now;
+            self.successes = 0;
+        }
+        self.last_success = self.last_success.max(now);
+        self.successes = self.successes.saturating_add(1);
+    }
+
+    /// The gate closed on an answer at `answered`.
+    pub(super) fn closed(&mut self, answered: Duration) {
+        self.first_pushback.get_or_insert(answered);
+    }
+
+    /// How long it sent before its first pushback (or until `gate`).
+    pub(super) fn sending(&self, gate: Duration) -> Duration {
+        self.first_pushback
+            .unwrap_or(gate)
+            .saturating_sub(self.start)
+    }
+}

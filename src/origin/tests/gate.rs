@@ -1,0 +1,92 @@
+//! The gate, with fixed times.
+
+use super::*;
+
+#[test]
+fn unknown_origin_is_not_held() {
+    let mut o = OriginState::new(ms(0));
+    assert_eq!(o.admit(ON, ms(5), LONG), Admission::Now);
+    assert_eq!(o.rate(), 0.0);
+}
+
+#[test]
+fn a_closed_gate_queues_and_refuses_past_latest() {
+    let mut o = OriginState::new(ms(0));
+    o.on_pushback(ON, ms(10), Some(ms(1010)));
+    assert_eq!(o.admit(ON, ms(20), LONG), Admission::GateClosed(ms(990)));
+    assert_eq!(
+        o.admit(ON, ms(20), ms(500)),
+        Admission::Refused { free_in: ms(990) }
+    );
+    // A later pushback keeps the later time; an earlier one never shortens it.
+    o.on_pushback(ON, ms(30), Some(ms(900)));
+    assert_eq!(o.gate_until(ms(30)), Some(ms(1010)));
+}
+
+#[test]
+fn an_enormous_server_time_closes_the_gate_for_its_cap() {
+    let mut o = after_burst(10);
+    let _ = o.admit(ON, ms(1000), LONG);
+    let rate = o.rate();
+    let closed = o.observe(
+        ON,
+        ms(5000),
+        Outcome::Pushback {
+            retry_in: Some(Duration::MAX),
+        },
+    );
+    assert_eq!(closed, Some(LONG));
+    assert_eq!(
+        o.rate(),
+        rate,
+        "an enormous time is not a time-less pushback"
+    );
+    match o.admit(ON, ms(5000), ms(100)) {
+        Admission::Refused { free_in } => assert!(free_in > LONG),
+        other => panic!("{other:?}"),
+    }
+    // Still forgotten once idle past the cap.
+    assert!(o.is_idle(ms(5000) + LONG + ORIGIN_IDLE, ORIGIN_IDLE));
+}
+
+#[test]
+fn gate_off_admits_everything() {
+    let off = PacingConfig {
+        gate: false,
+        pace: false,
+        max_gate: Duration::from_secs(60),
+    };
+    let mut o = OriginState::new(ms(0));
+    o.on_pushback(off, ms(0), Some(ms(1000)));
+    assert_eq!(o.admit(off, ms(1), LONG), Admission::Now);
+}
+
+/// An answer applied after it was received (a shared store's round trips)
+/// counts its `Retry-After` from when it was received: the gate closes no
+/// later than the server said, and an answer whose time has passed by the
+/// time it is applied closes nothing (it used to close the gate for a whole
+/// period from the time of application).
+#[test]
+fn a_late_applied_pushback_counts_from_its_answer() {
+    let pushback = Outcome::Pushback {
+        retry_in: Some(ms(1000)),
+    };
+    let mut o = OriginState::new(ms(0));
+    // Answered at 100 ms, applied at 400 ms: closed until 1,100 ms.
+    assert_eq!(
+        o.observe_late(ON, ms(400), ms(300), pushback),
+        Some(ms(700))
+    );
+    assert_eq!(o.gate_until(ms(400)), Some(ms(1100)));
+    // The period learned is the server's (1 s), not what was left of it.
+    assert_eq!(o.gate.span, ms(1000));
+
+    let mut o = OriginState::new(ms(0));
+    // Answered at 100 ms, applied at 1,600 ms: its time has passed.
+    assert_eq!(o.observe_late(ON, ms(1600), ms(1500), pushback), None);
+    assert_eq!(o.gate_until(ms(1600)), None);
+    assert!(o.period.rejected);
+    // Applied at once, as before.
+    let mut o = OriginState::new(ms(0));
+    assert_eq!(o.observe_late(ON, ms(100), ms(0), pushback), Some(ms(1000)));
+}
