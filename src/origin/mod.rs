@@ -27,7 +27,9 @@
 use std::time::Duration;
 
 mod admission;
+mod answers;
 mod gate;
+mod learn;
 mod pace;
 mod period;
 mod quota;
@@ -38,8 +40,8 @@ pub(crate) mod tuning;
 mod wire;
 
 pub use admission::{Admission, Reservation};
-use gate::{Closing, Gate};
-use pace::{Cut, Pace, Slot};
+use gate::Gate;
+use pace::{Pace, Slot};
 use period::Period;
 use quota::{Check, Quota};
 use tuning::TUNING;
@@ -288,150 +290,5 @@ impl OriginState {
             self.quota.refund(now);
         }
         self.pace.release(now, reservation.slot);
-    }
-
-    /// A 2xx (or any non-pushback) answer arrived at `now`.
-    pub fn on_success(&mut self, now: Duration) {
-        self.last_seen = now;
-        let measuring = !self.pace.is_paced() && !self.gate.reopen_pending;
-        self.period.on_success(now, measuring);
-        self.pace.on_success(now, self.gate.reopen_pending);
-    }
-
-    /// Applies what the origin answered at `now`. When this answer closed
-    /// an origin that was open (its gate, or its spent quota), how long
-    /// from `now` it stays closed.
-    pub fn observe(
-        &mut self,
-        cfg: PacingConfig,
-        now: Duration,
-        outcome: Outcome,
-    ) -> Option<Duration> {
-        self.observe_late(cfg, now, Duration::ZERO, outcome)
-    }
-
-    /// [`observe`](Self::observe) for an answer received `late` before
-    /// `now`: its times (`retry_in`, `reset_in`) count from then, not from
-    /// when it is applied. A shared store applies an answer after a round
-    /// trip or more; a gate set from the time of application would close
-    /// later than the server said, and an answer applied after its own
-    /// time had passed would close a reopened gate again for a whole
-    /// period.
-    pub(crate) fn observe_late(
-        &mut self,
-        cfg: PacingConfig,
-        now: Duration,
-        late: Duration,
-        outcome: Outcome,
-    ) -> Option<Duration> {
-        let was_open = self.gate.until <= now;
-        let answered = now.saturating_sub(late);
-        match outcome {
-            Outcome::Admitted => self.on_success(now),
-            Outcome::Pushback { retry_in } => {
-                // A time too large to add is an enormous time: the gate
-                // closes for its cap, it is not a pushback without a time.
-                self.reject(
-                    cfg,
-                    now,
-                    answered,
-                    retry_in.map(|d| answered.saturating_add(d)),
-                );
-            }
-            Outcome::Exhausted { reset_in } => self.exhausted(cfg, now, answered, reset_in),
-            Outcome::Quota {
-                remaining,
-                reset_in,
-            } => {
-                self.on_success(now);
-                self.period.stated = true;
-                if self
-                    .quota
-                    .on_stated(now, remaining, now.saturating_add(reset_in))
-                {
-                    self.quota.spent(now, cfg.max_gate);
-                    self.quota_spent();
-                }
-            }
-        }
-        if was_open { self.gate_in(now) } else { None }
-    }
-
-    /// A success that said the quota is exhausted until `reset_in` after
-    /// `answered`: the gate closes until then (capped), before any `429`.
-    fn exhausted(
-        &mut self,
-        cfg: PacingConfig,
-        now: Duration,
-        answered: Duration,
-        reset_in: Duration,
-    ) {
-        self.on_success(now);
-        self.period.stated = true;
-        // Servers round their reset up to whole seconds: of two answers
-        // stating the same window's reset, the earlier bounds it more
-        // closely. A spent quota tells no task to wait (it is not a
-        // pushback), so the earlier one holds.
-        let reset = self
-            .quota
-            .closest_reset(now, answered.saturating_add(reset_in));
-        self.hold(cfg, now, answered, Some(reset));
-        // The quota is spent until then. Known here even where the answers
-        // that stated it were not (a shared store keeps only the spent
-        // one): batches are then not booked ahead of the reset, where they
-        // would be lost. (An answer of an earlier window leaves a later
-        // one's quota alone.)
-        if cfg.gate
-            && self
-                .quota
-                .on_exhausted(reset.min(answered.saturating_add(cfg.max_gate)))
-        {
-            self.quota.spent(answered, cfg.max_gate);
-            self.quota_spent();
-        }
-    }
-
-    /// A pushback arrived at `now`; `retry_at` is the server's time when it
-    /// gave a valid one. Closes the gate until then, at most
-    /// [`max_gate`](PacingConfig::max_gate) (keeping a later time already
-    /// set), and cuts the pace.
-    pub fn on_pushback(&mut self, cfg: PacingConfig, now: Duration, retry_at: Option<Duration>) {
-        self.reject(cfg, now, now, retry_at);
-    }
-
-    /// [`on_pushback`](Self::on_pushback) for a pushback the origin answered
-    /// at `answered`, applied at `now` (see [`hold`](Self::hold)).
-    fn reject(
-        &mut self,
-        cfg: PacingConfig,
-        now: Duration,
-        answered: Duration,
-        retry_at: Option<Duration>,
-    ) {
-        if cfg.gate {
-            self.period.rejected = true;
-        }
-        self.hold(cfg, now, answered, retry_at);
-    }
-
-    /// Closes the gate until `retry_at`, for a rejection or a spent quota
-    /// the origin answered at `answered` (at or before `now`, when it is
-    /// applied); without a usable time, cuts the pace instead.
-    fn hold(
-        &mut self,
-        cfg: PacingConfig,
-        now: Duration,
-        answered: Duration,
-        retry_at: Option<Duration>,
-    ) {
-        self.last_seen = now;
-        if !cfg.gate {
-            return;
-        }
-        match self.gate.close(cfg.max_gate, now, answered, retry_at) {
-            Closing::Closed(at) => self.period.closed(at),
-            Closing::Zero => {}
-            Closing::NoTime => self.pace.cut(now, Cut::NoTime),
-        }
     }
 }

@@ -1,6 +1,7 @@
 //! The gate, with fixed times.
 
 use super::*;
+use crate::origin::gate::{Closing, Gate};
 
 #[test]
 fn unknown_origin_is_not_held() {
@@ -89,4 +90,40 @@ fn a_late_applied_pushback_counts_from_its_answer() {
     // Applied at once, as before.
     let mut o = OriginState::new(ms(0));
     assert_eq!(o.observe_late(ON, ms(100), ms(0), pushback), Some(ms(1000)));
+}
+
+proptest::proptest! {
+    /// Whatever the pushbacks and their order, the gate never closes less
+    /// than a server time (capped) asked, never shortens, never closes
+    /// past its cap from the answer that set it, and a refusal is never
+    /// told to come back before the latest time a server named.
+    #[test]
+    fn the_gate_is_never_early_and_never_past_its_cap(
+        events in proptest::collection::vec((0u64..50, 0u64..3_000, 0u8..4, 1u64..5), 1..60)
+    ) {
+        let mut gate = Gate::default();
+        let mut now = Duration::ZERO;
+        let mut latest_named = Duration::ZERO;
+        for (step, delay, kind, cap) in events {
+            now += ms(step);
+            let max_gate = ms(cap * 500);
+            let before = gate.until;
+            let retry_at = match kind {
+                0 => None,
+                1 => Some(now),
+                _ => Some(now + ms(delay)),
+            };
+            let closing = gate.close(max_gate, now, now, retry_at);
+            proptest::prop_assert!(gate.until >= before, "shortened");
+            if let (Some(at), Closing::Closed(_)) = (retry_at, closing)
+                && at > now
+            {
+                latest_named = latest_named.max(at);
+                proptest::prop_assert!(gate.until >= at.min(now + max_gate));
+            }
+            proptest::prop_assert!(gate.until <= before.max(now + max_gate));
+            proptest::prop_assert!(gate.server_until >= latest_named);
+            proptest::prop_assert!(now + gate.refusal(now, Duration::ZERO) >= latest_named);
+        }
+    }
 }

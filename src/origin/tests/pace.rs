@@ -230,3 +230,50 @@ fn slow_start_books_at_most_a_second_ahead() {
         Admission::Refused { .. }
     ));
 }
+
+proptest::proptest! {
+    /// Learned batches with any mix of new tasks, slots given back and
+    /// slots used: no span of the batch spacing ever holds more slots
+    /// (used, or still held) than the batch.
+    #[test]
+    fn batches_never_put_more_than_a_batch_in_a_period(
+        size in 2u32..12,
+        events in proptest::collection::vec((0u64..60, 0u8..4, 0usize..50), 1..200)
+    ) {
+        let mut o = after_burst(size);
+        let _ = o.admit(ON, ms(1000), LONG);
+        let mut used = vec![ms(1000)];
+        let mut held: Vec<Reservation> = Vec::new();
+        let mut now = ms(1000);
+        for (step, kind, pick) in events {
+            now += ms(step);
+            let (due, later): (Vec<_>, Vec<_>) = held.iter().partition(|r| r.slot <= now);
+            for r in due {
+                proptest::prop_assert_eq!(o.confirm(now, r), None);
+                used.push(r.slot);
+            }
+            held = later;
+            match kind {
+                0 | 1 => match o.admit(ON, now, LONG) {
+                    Admission::SlotReserved(_, r) => held.push(r),
+                    Admission::Now | Admission::Reopened => used.push(now),
+                    _ => {}
+                },
+                _ if !held.is_empty() => {
+                    let r = held.remove(pick % held.len());
+                    o.release(now, r);
+                }
+                _ => {}
+            }
+        }
+        let Mode::Batches(b) = o.pace.mode else {
+            return Err(proptest::test_runner::TestCaseError::fail("not batched"));
+        };
+        used.extend(held.iter().map(|r| r.slot));
+        used.sort();
+        for (i, t) in used.iter().enumerate() {
+            let in_span = used[i..].iter().take_while(|u| **u < *t + b.every).count();
+            proptest::prop_assert!(in_span <= b.size as usize, "{} within {:?}", in_span, b.every);
+        }
+    }
+}

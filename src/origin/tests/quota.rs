@@ -1,6 +1,7 @@
 //! Stated quotas, with fixed times.
 
 use super::*;
+use crate::origin::quota::{Check, Quota};
 
 #[test]
 fn a_stated_quota_is_spent_by_admissions_then_holds_the_origin() {
@@ -267,4 +268,50 @@ fn an_exhausted_answer_alone_states_the_quota_until_its_reset() {
     let _ = o.quota.on_stated(ms(1300), 40, ms(2300));
     o.observe_late(ON, ms(1400), ms(1300), exhausted);
     assert_eq!((o.quota.until, o.quota.left), (ms(2300), 40));
+}
+
+proptest::proptest! {
+    /// A stated count is never overspent: between two statements, no more
+    /// tasks spend a unit than the statement left (less what it refunds
+    /// back), and a spent quota holds the origin no longer than its cap
+    /// from the spend, nor past the stated reset.
+    #[test]
+    fn a_stated_quota_is_never_overspent_nor_held_past_its_cap(
+        remaining in 0u64..20,
+        events in proptest::collection::vec((0u64..40, 0u8..3), 1..120)
+    ) {
+        let max_gate = ms(1_000);
+        let mut q = Quota::default();
+        let reset = ms(5_000);
+        let _ = q.on_stated(Duration::ZERO, remaining, reset);
+        let mut spent = 0u64;
+        let mut refunded = 0u64;
+        let mut now = Duration::ZERO;
+        let mut spent_at = None;
+        for (step, kind) in events {
+            now += ms(step);
+            match (kind, q.check(now, LONG, max_gate)) {
+                (0 | 1, Check::Spends) => {
+                    spent += 1;
+                    if q.spend(now, max_gate) {
+                        spent_at = Some(now);
+                    }
+                }
+                (2, Check::Spends) if spent > refunded => {
+                    refunded += 1;
+                    q.refund(now);
+                }
+                (_, Check::Held { wait, .. }) => {
+                    let from = spent_at.unwrap_or(Duration::ZERO);
+                    proptest::prop_assert!(now + wait <= (from + max_gate).max(now));
+                    proptest::prop_assert!(now + wait <= reset);
+                }
+                (_, Check::Probe) => spent_at = Some(now),
+                _ => {}
+            }
+            if now < reset {
+                proptest::prop_assert!(spent <= remaining + refunded, "{spent} spent of {remaining}");
+            }
+        }
+    }
 }

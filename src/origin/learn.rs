@@ -1,0 +1,127 @@
+//! What a reopening gate teaches the pace: the batch the period that just
+//! ended admitted, and where the queue starts again.
+
+use std::time::Duration;
+
+use super::pace::{Batches, Cut, Mode, Pace, batch_every, to_count};
+use super::period::Period;
+use super::tuning::TUNING;
+
+impl Pace {
+    /// The gate reopens at `gate` after a period whose server time was
+    /// `span`: learn what the origin admitted in `period`, and start anew.
+    /// Whether the probe that goes now is counted in the first batch.
+    ///
+    /// The first time, the period is typically a burst answered by "come
+    /// back in W": the server admitted that many per W (or, if sending went
+    /// on for longer than W before the first pushback, proportionally
+    /// fewer). From then on the queue leaves in batches of that many, one
+    /// batch per W plus a margin, the first right after the probe: a
+    /// fixed-window server is used to the full from the start of each
+    /// window, where a smooth pace would spread each window's requests over
+    /// it and finish a window late.
+    ///
+    /// A token bucket drained by a burst admits its capacity and then what
+    /// it refilled while the burst arrived (before its first rejection as
+    /// well as after it), and nothing the client sees tells it from a window
+    /// that admitted as many: the answers of a burst reach the client late
+    /// and in any order. So every batch is spread over X, the time from the
+    /// period's start to its last success read (an upper bound of the span
+    /// the server admitted over), plus one slot; the next batch leaves W
+    /// plus a margin after the last slot of the one before, and the first
+    /// waits, after the probe, until a whole W has passed since the
+    /// period's last success. The bucket then refills, during a batch, what
+    /// it admitted beyond its capacity, and in between, its capacity. A
+    /// window pays X a period for it. When X is over half of W, the batch is
+    /// what a bucket refilling over W held, spread over W / 2. A server
+    /// whose answers state its quota and reset (rate-limit headers) is told
+    /// apart: its batch leaves at once, and each stated reset re-anchors the
+    /// next.
+    ///
+    /// Later, while pacing, a pushback says the batch was too large: it is
+    /// cut ([`Cut::Rejected`]).
+    pub(super) fn reopen(&mut self, gate: Duration, span: Duration, period: &Period) -> bool {
+        // Batches booked beyond the gate (the gate closed on a spent quota
+        // while they waited) stand: the queue goes on as booked.
+        let mut restart = true;
+        if let Mode::Batches(_) = self.mode {
+            if period.rejected {
+                self.cut(gate, Cut::Rejected);
+            }
+            restart = self.next_slot <= gate;
+        } else {
+            self.learn(gate, span, period);
+        }
+        let probe_counted = restart && matches!(self.mode, Mode::Batches(_));
+        if restart {
+            self.next_slot = gate;
+        }
+        if let Mode::Batches(b) = &mut self.mode
+            && probe_counted
+        {
+            // The probe leaves at the gate time (one slot of the batch);
+            // the rest after its head start.
+            let gap = (b.every / b.size).clamp(TUNING.probe_gap_min, TUNING.probe_gap_max);
+            b.left = b.size - 1;
+            // A bucket has refilled for a whole span since the last success
+            // of the period (its last admission came no later). A server
+            // that stated its reset has reset by the gate.
+            b.start = if period.stated {
+                gate + gap
+            } else {
+                (gate + gap).max(period.last_success + span)
+            };
+            if b.left > 0 {
+                self.next_slot = b.start;
+            }
+        }
+        self.raised_at = gate;
+        probe_counted
+    }
+
+    /// The batch a first measured period shows (see [`reopen`](Self::reopen)),
+    /// or slow start when it admitted nothing countable.
+    fn learn(&mut self, gate: Duration, span: Duration, period: &Period) {
+        let sending = period.sending(gate);
+        let length = sending.max(span).as_secs_f64();
+        let share = if length > 0.0 {
+            span.as_secs_f64() / length
+        } else {
+            0.0
+        };
+        let mut size = to_count(f64::from(period.successes) * share);
+        // A server that states its quota and reset resets it then: its
+        // batch leaves at once. Otherwise the batch is spread over the time
+        // from the period's start to its last success read: an upper bound
+        // of the span the server admitted it over, which a bucket spent
+        // refilling what it admitted beyond its capacity (successes over a
+        // long period came at a pace the server kept up with).
+        let mut spread = if sending <= span && !period.stated {
+            let admitting = period.last_success.saturating_sub(period.start);
+            // The batch's last slot leaves one slot short of the spread
+            // (slot i at spread * i / size): one interval more.
+            admitting + (span / size.max(1)).min(span / 10)
+        } else {
+            Duration::ZERO
+        };
+        if spread > span / 2 {
+            // Too long to spread a batch over within a window: the batch is
+            // what a bucket refilling over the span held.
+            let stretched = span.as_secs_f64() / (span + spread).as_secs_f64();
+            size = to_count(f64::from(size) * stretched).max(size.min(1));
+            spread = span / 2;
+        }
+        if size >= 1 {
+            self.mode = Mode::Batches(Batches {
+                size,
+                every: batch_every(span),
+                left: 0,
+                start: Duration::ZERO,
+                spread,
+            });
+        } else {
+            let rate = self.rate().max(TUNING.min_rate);
+            self.mode = Mode::SlowStart { rate };
+        }
+    }
+}
