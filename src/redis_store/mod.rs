@@ -6,7 +6,11 @@
 //! the same keyed operation at once. Teams that run many workers already run
 //! Redis; sharing the state there gives every process one view.
 //!
-//! How: a lease is one `SET NX PX` (released by a compare-and-delete script).
+//! How: a lease is one `SET NX PX`, released by a compare-and-delete script
+//! that also leaves a two-second mark of the released token: each process
+//! re-asserts the leases it holds about once a second (see
+//! [`RedisStore::restart_grace`]), and a re-assertion sent before a release
+//! must not set the released lease again.
 //! Origin and budget state is read and replaced by a compare-and-set script;
 //! the new state is computed in Rust by the same pure functions the
 //! in-memory store uses ([`OriginState`](crate::origin::OriginState), [`BudgetState`](crate::budget::BudgetState)), so the Lua side

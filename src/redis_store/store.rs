@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::heartbeat::{FREED_FOR, freed_key};
 use super::{BUDGET_IDLE, FailMode, RedisStore, millis};
 use crate::budget::{BudgetState, RetryBudget};
 use crate::origin::{Admission, OriginState, PacingConfig};
@@ -141,7 +142,11 @@ impl Store for RedisStore {
             let timeout = self.op_timeout;
             handle.spawn(async move {
                 let mut release = shared.release.prepare_invoke();
-                release.key(&redis_key).arg(token.0);
+                release
+                    .key(&redis_key)
+                    .key(freed_key(&redis_key, token.0))
+                    .arg(token.0)
+                    .arg(millis(FREED_FOR));
                 let done =
                     tokio::time::timeout(timeout, release.invoke_async::<i64>(&mut conn)).await;
                 if matches!(done, Ok(Ok(_))) {
