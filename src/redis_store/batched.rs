@@ -22,14 +22,14 @@ impl RedisStore {
     pub(super) fn take_successes(&self, origin_key: &str, force: bool) -> (u32, Instant) {
         let now = Instant::now();
         let mut successes = lock(&self.shared.successes);
-        let Some((count, written, last)) = successes.get_mut(origin_key) else {
+        let Some(counted) = successes.get_mut(origin_key) else {
             return (0, now);
         };
-        if !force && written.elapsed() < FLUSH_EVERY {
+        if !force && counted.written.elapsed() < FLUSH_EVERY {
             return (0, now);
         }
-        *written = now;
-        (std::mem::take(count), *last)
+        counted.written = now;
+        (std::mem::take(&mut counted.n), counted.last)
     }
 
     /// Applies `f` to the origin's shared state, folding in this process's
@@ -49,9 +49,19 @@ impl RedisStore {
         &self,
         origin: &str,
         force_flush: bool,
+        f: impl FnMut(&mut OriginState, Duration, Duration) -> (T, bool) + Send + 'static,
+    ) -> Result<T, StoreError> {
+        self.update_origin_key(self.origin_key(origin), force_flush, f)
+            .await
+    }
+
+    /// [`update_origin`](Self::update_origin) of an origin's Redis key.
+    async fn update_origin_key<T: Send + 'static>(
+        &self,
+        key: String,
+        force_flush: bool,
         mut f: impl FnMut(&mut OriginState, Duration, Duration) -> (T, bool) + Send + 'static,
     ) -> Result<T, StoreError> {
-        let key = self.origin_key(origin);
         let called = Instant::now();
         let out: Arc<Mutex<Option<T>>> = Arc::default();
         let slot = Arc::clone(&out);
@@ -146,7 +156,7 @@ impl RedisStore {
         let (pending, last_success) = self.take_successes(key, force_flush);
         let mut unwritten = PutBack {
             store: self,
-            what: Unwritten::Successes(key, last_success),
+            what: Taken::Successes(key, last_success),
             n: pending,
         };
         let result = self
@@ -191,48 +201,74 @@ impl RedisStore {
         result
     }
 
-    /// Counts one 2xx answer from `origin`; the first one counted since the
-    /// last write schedules a write `FLUSH_EVERY` later.
+    /// Counts one 2xx answer from `origin`, and schedules a write of the
+    /// count `FLUSH_EVERY` later unless one is scheduled.
     pub(super) fn count_success(&self, origin: &str) {
         let key = self.origin_key(origin);
-        let first = {
+        let schedule = {
             let mut successes = lock(&self.shared.successes);
             if successes.len() > 1024 {
-                successes.retain(|_, (n, _, _)| *n > 0);
+                successes.retain(|_, counted| counted.n > 0);
             }
             let now = Instant::now();
-            let (count, _, last) = successes.entry(key).or_insert_with(|| (0, now, now));
-            *count = count.saturating_add(1);
-            *last = now;
-            *count == 1
+            let counted = successes
+                .entry(key.clone())
+                .or_insert_with(|| Unwritten::new(now));
+            counted.n = counted.n.saturating_add(1);
+            counted.last = now;
+            counted.schedule()
         };
-        if first && let Ok(handle) = tokio::runtime::Handle::try_current() {
-            let store = self.clone();
-            let origin = origin.to_owned();
-            handle.spawn(async move {
-                tokio::time::sleep(FLUSH_EVERY).await;
-                let _ = store
-                    .update_origin(&origin, true, |_, _, _| ((), false))
-                    .await;
-            });
+        if schedule {
+            self.schedule_flush(Flush::Successes(key), FLUSH_EVERY);
         }
     }
 
-    /// Counts one budget deposit; the first one counted since the last
-    /// write schedules a write `FLUSH_EVERY` later.
+    /// Counts one budget deposit, and schedules a write of the count
+    /// `FLUSH_EVERY` later unless one is scheduled.
     pub(super) fn count_deposit(&self, budget: &RetryBudget) {
-        let first = {
+        let schedule = {
             let mut deposits = lock(&self.shared.deposits);
-            deposits.0 = deposits.0.saturating_add(1);
-            deposits.0 == 1
+            deposits.n = deposits.n.saturating_add(1);
+            deposits.schedule()
         };
-        if first && let Ok(handle) = tokio::runtime::Handle::try_current() {
-            let store = self.clone();
-            let budget = *budget;
-            handle.spawn(async move {
-                tokio::time::sleep(FLUSH_EVERY).await;
-                let _ = store.flush_deposits(&budget, true).await;
-            });
+        if schedule {
+            self.schedule_flush(Flush::Deposits(*budget), FLUSH_EVERY);
+        }
+    }
+
+    /// Writes `what` after `delay` (its `scheduled` flag was set). The flag
+    /// is cleared just before the write, so that a count after that
+    /// schedules another; a failed write puts its counts back and schedules
+    /// it again. Without a runtime the flag is cleared: the counts wait for
+    /// the next write to the same key.
+    fn schedule_flush(&self, what: Flush, delay: Duration) {
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            self.unschedule(&what);
+            return;
+        };
+        let store = self.clone();
+        handle.spawn(async move {
+            tokio::time::sleep(delay).await;
+            store.unschedule(&what);
+            let _ = match what {
+                Flush::Successes(key) => {
+                    store
+                        .update_origin_key(key, true, |_, _, _| ((), false))
+                        .await
+                }
+                Flush::Deposits(budget) => store.flush_deposits(&budget, true).await,
+            };
+        });
+    }
+
+    fn unschedule(&self, what: &Flush) {
+        match what {
+            Flush::Successes(key) => {
+                if let Some(counted) = lock(&self.shared.successes).get_mut(key) {
+                    counted.scheduled = false;
+                }
+            }
+            Flush::Deposits(_) => lock(&self.shared.deposits).scheduled = false,
         }
     }
 
@@ -244,15 +280,15 @@ impl RedisStore {
     ) -> Result<(), StoreError> {
         let n = {
             let mut deposits = lock(&self.shared.deposits);
-            if deposits.0 == 0 || (!force && deposits.1.elapsed() < FLUSH_EVERY) {
+            if deposits.n == 0 || (!force && deposits.written.elapsed() < FLUSH_EVERY) {
                 return Ok(());
             }
-            deposits.1 = Instant::now();
-            std::mem::take(&mut deposits.0)
+            deposits.written = Instant::now();
+            std::mem::take(&mut deposits.n)
         };
         let mut unwritten = PutBack {
             store: self,
-            what: Unwritten::Deposits,
+            what: Taken::Deposits(*budget),
             n,
         };
         let key = self.budget_key();
@@ -277,18 +313,56 @@ impl RedisStore {
     }
 }
 
-/// What a [`PutBack`] gives back.
-enum Unwritten<'a> {
+/// Successes or deposits counted in the process and not written yet.
+pub(super) struct Unwritten {
+    n: u32,
+    /// The last write of them.
+    written: Instant,
+    /// When the last of them was counted.
+    last: Instant,
+    /// Whether a write of them is scheduled: one at a time, and always one
+    /// while any is left (a count, or a failed write putting its counts
+    /// back, schedules one unless this is set).
+    scheduled: bool,
+}
+
+impl Unwritten {
+    pub(super) fn new(now: Instant) -> Self {
+        Unwritten {
+            n: 0,
+            written: now,
+            last: now,
+            scheduled: false,
+        }
+    }
+
+    /// Marks a write scheduled; whether the caller is to schedule it.
+    fn schedule(&mut self) -> bool {
+        !std::mem::replace(&mut self.scheduled, true)
+    }
+}
+
+/// A scheduled write of unwritten counts.
+enum Flush {
+    /// An origin key's successes.
+    Successes(String),
+    /// The budget's deposits.
+    Deposits(RetryBudget),
+}
+
+/// Counts a [`PutBack`] took for a write.
+enum Taken<'a> {
     /// An origin key's successes, and when the last of them was counted.
     Successes(&'a str, Instant),
-    Deposits,
+    Deposits(RetryBudget),
 }
 
 /// Counts taken for a write, given back unless the write succeeded (also
-/// when the caller drops the future mid-write).
+/// when the caller drops the future mid-write), with a write of them
+/// scheduled [`RETRY_FLUSH`] later unless one is.
 struct PutBack<'a> {
     store: &'a RedisStore,
-    what: Unwritten<'a>,
+    what: Taken<'a>,
     n: u32,
 }
 
@@ -297,22 +371,31 @@ impl Drop for PutBack<'_> {
         if self.n == 0 {
             return;
         }
-        match self.what {
-            Unwritten::Successes(key, at) => {
+        let retry = match self.what {
+            Taken::Successes(key, at) => {
                 let mut successes = lock(&self.store.shared.successes);
-                let (count, _, last) = successes
+                let counted = successes
                     .entry(key.to_owned())
-                    .or_insert_with(|| (0, Instant::now(), at));
-                *count = count.saturating_add(self.n);
-                *last = (*last).max(at);
+                    .or_insert_with(|| Unwritten::new(at));
+                counted.n = counted.n.saturating_add(self.n);
+                counted.last = counted.last.max(at);
+                counted.schedule().then(|| Flush::Successes(key.to_owned()))
             }
-            Unwritten::Deposits => {
+            Taken::Deposits(budget) => {
                 let mut deposits = lock(&self.store.shared.deposits);
-                deposits.0 = deposits.0.saturating_add(self.n);
+                deposits.n = deposits.n.saturating_add(self.n);
+                deposits.schedule().then_some(Flush::Deposits(budget))
             }
+        };
+        if let Some(what) = retry {
+            self.store.schedule_flush(what, RETRY_FLUSH);
         }
     }
 }
+
+/// How long after a failed write of counted successes or deposits it is
+/// tried again.
+const RETRY_FLUSH: Duration = Duration::from_millis(500);
 
 impl OriginState {
     /// Whether `self` is `before` with only `last_seen` moved, recently

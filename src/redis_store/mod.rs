@@ -114,11 +114,10 @@ struct Shared {
     /// Releases sent to Redis but maybe not applied yet: lease key →
     /// (token, when the lease expires in any case).
     releasing: Mutex<HashMap<String, (u64, Instant)>>,
-    /// 2xx answers not yet written: origin key → (count, last write, when
-    /// the last of them was counted).
-    successes: Mutex<HashMap<String, (u32, Instant, Instant)>>,
-    /// Budget deposits not yet written, and the last write.
-    deposits: Mutex<(u32, Instant)>,
+    /// 2xx answers not yet written, by origin key.
+    successes: Mutex<HashMap<String, batched::Unwritten>>,
+    /// Budget deposits not yet written.
+    deposits: Mutex<batched::Unwritten>,
     /// The leases this process holds (granted by Redis, or locally while
     /// failing open): Redis key → (token, expiry), re-asserted by the
     /// heartbeat.
@@ -206,7 +205,7 @@ impl RedisStore {
                 origin_queues: Mutex::default(),
                 releasing: Mutex::default(),
                 successes: Mutex::default(),
-                deposits: Mutex::new((0, now)),
+                deposits: Mutex::new(batched::Unwritten::new(now)),
                 held: Mutex::default(),
                 heartbeat: AtomicBool::new(false),
                 read: Script::new(READ),

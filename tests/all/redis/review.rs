@@ -90,3 +90,141 @@ async fn a_released_lease_never_comes_back() {
     })
     .await;
 }
+
+/// A store whose round trips give up after 200 ms, so that a write to a
+/// frozen Redis fails quickly.
+async fn impatient_store(redis: &RedisServer, prefix: &str) -> RedisStore {
+    store(redis, prefix)
+        .await
+        .op_timeout(Duration::from_millis(200))
+}
+
+/// Polls `f` every 20 ms until it returns `Some`, for at most `within`.
+async fn eventually<T>(within: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
+    let give_up = Instant::now() + within;
+    loop {
+        if let Some(t) = f() {
+            return Some(t);
+        }
+        if Instant::now() >= give_up {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Budget deposits whose write failed (Redis frozen) reach Redis once it
+/// answers again, though the process withdraws nothing. Before, a write was
+/// scheduled only by the deposit that made the count 1: the deposits put
+/// back after the failure, and every one counted after them, waited for
+/// the process's next withdrawal, and the other processes saw a smaller
+/// budget meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deposits_left_by_a_failed_write_reach_redis_without_a_withdrawal() {
+    use reqwest_backpressure::RetryBudget;
+    use reqwest_backpressure::budget::BudgetState;
+    use reqwest_backpressure::origin::{Admission, PacingConfig};
+    bounded(Duration::from_secs(30), async {
+        let redis = RedisServer::start();
+        let prefix = "rbp-deposits:";
+        let a = impatient_store(&redis, prefix).await;
+        // One retry per deposit, no refill with time, 100 at most.
+        let budget = RetryBudget::new(1.0, 0.0);
+        let ungated = PacingConfig {
+            gate: false,
+            pace: false,
+            max_gate: Duration::from_secs(60),
+        };
+        let first_send = || a.admit("http://b.test:80", ungated, &budget, Duration::ZERO, true);
+        // Empty the shared budget.
+        let mut withdrawn = 0;
+        while a.withdraw_retry(&budget).await.expect("redis up") {
+            withdrawn += 1;
+            assert!(withdrawn <= 100, "the budget holds at most 100");
+        }
+        let mut conn = redis.conn();
+        let key = format!("{prefix}budget");
+        let mut tokens = move || -> Option<f64> {
+            let v: Option<String> = redis::cmd("GET").arg(&key).query(&mut conn).expect("GET");
+            Some(BudgetState::decode(&v?).expect("budget state").tokens())
+        };
+        assert_eq!(tokens(), Some(0.0));
+
+        // Ten deposits whose write fails: written once Redis is back, with
+        // nothing else counted.
+        redis.signal("-STOP");
+        for _ in 0..10 {
+            assert_eq!(first_send().await, Ok(Admission::Now));
+        }
+        // The write (100 ms later) times out after 200 ms.
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        redis.signal("-CONT");
+        for (deposits, then) in [(10, 5), (15, 0)] {
+            let written = eventually(Duration::from_secs(3), || {
+                tokens().filter(|&t| (t - f64::from(deposits)).abs() < 1e-9)
+            })
+            .await;
+            assert!(
+                written.is_some(),
+                "the shared budget holds {:?} retries 3 s after {deposits} deposits",
+                tokens()
+            );
+            // Counted after the put-back: written as well.
+            for _ in 0..then {
+                assert_eq!(first_send().await, Ok(Admission::Now));
+            }
+        }
+    })
+    .await;
+}
+
+/// Like [`deposits_left_by_a_failed_write_reach_redis_without_a_withdrawal`],
+/// for 2xx answers counted into an origin's shared state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn successes_left_by_a_failed_write_reach_redis_without_another_write() {
+    use reqwest_backpressure::origin::PacingConfig;
+    use reqwest_backpressure::store::Outcome;
+    bounded(Duration::from_secs(30), async {
+        let redis = RedisServer::start();
+        let prefix = "rbp-successes:";
+        let a = impatient_store(&redis, prefix).await;
+        let pacing = PacingConfig {
+            gate: true,
+            pace: true,
+            max_gate: Duration::from_secs(60),
+        };
+        let o = "http://s.test:80";
+        redis.signal("-STOP");
+        for _ in 0..10 {
+            assert_eq!(a.record(o, pacing, Outcome::Admitted).await, Ok(None));
+        }
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        redis.signal("-CONT");
+        let mut conn = redis.conn();
+        // The origin's state is written only with these successes; its
+        // 14th field counts the successes of the current period.
+        let mut counted = move || -> Option<u64> {
+            let k = keys(&mut conn, &format!("{prefix}origin:*"));
+            let v: String = redis::cmd("GET")
+                .arg(k.first()?)
+                .query(&mut conn)
+                .expect("GET");
+            v.split(' ').nth(14).and_then(|n| n.parse().ok())
+        };
+        for (successes, then) in [(10, 5), (15, 0)] {
+            let written = eventually(Duration::from_secs(3), || {
+                counted().filter(|&n| n == successes)
+            })
+            .await;
+            assert!(
+                written.is_some(),
+                "the shared origin counts {:?} successes 3 s after {successes}",
+                counted()
+            );
+            for _ in 0..then {
+                assert_eq!(a.record(o, pacing, Outcome::Admitted).await, Ok(None));
+            }
+        }
+    })
+    .await;
+}
