@@ -44,14 +44,16 @@ impl RedisStore {
     /// operation queued meanwhile in one compare-and-set: a burst of tasks
     /// costs a read and a write per batch, not two round trips each behind
     /// one another (a burst of thousands queued behind a per-task write made
-    /// pushbacks land seconds late and round trips time out).
+    /// pushbacks land seconds late and round trips time out). `abandoned`
+    /// says whether `f` still runs once its caller has gone away.
     pub(super) async fn update_origin<T: Send + 'static>(
         &self,
         origin: &str,
         force_flush: bool,
+        abandoned: IfAbandoned,
         f: impl FnMut(&mut OriginState, Duration, Duration) -> (T, bool) + Send + 'static,
     ) -> Result<T, StoreError> {
-        self.update_origin_key(self.origin_key(origin), force_flush, f)
+        self.update_origin_key(self.origin_key(origin), force_flush, abandoned, f)
             .await
     }
 
@@ -60,6 +62,7 @@ impl RedisStore {
         &self,
         key: String,
         force_flush: bool,
+        abandoned: IfAbandoned,
         mut f: impl FnMut(&mut OriginState, Duration, Duration) -> (T, bool) + Send + 'static,
     ) -> Result<T, StoreError> {
         let called = Instant::now();
@@ -99,7 +102,8 @@ impl RedisStore {
         if let Some(write) = inline {
             write.await;
         }
-        let _skip_if_dropped = SkipIfDropped(&dropped);
+        let _skip_if_dropped =
+            matches!(abandoned, IfAbandoned::Skip).then(|| SkipIfDropped(&dropped));
         // The writer bounds each batch; a call waits for the batch being
         // written and its own.
         let bound = self.op_timeout.saturating_mul(2 * UPDATE_ROUND_TRIPS + 1);
@@ -145,8 +149,8 @@ impl RedisStore {
         }
     }
 
-    /// One compare-and-set of `key` applying `batch` in order (those whose
-    /// caller went away before are left out).
+    /// One compare-and-set of `key` applying `batch` in order (admissions
+    /// whose caller went away before are left out).
     async fn apply_origin(
         &self,
         key: &str,
@@ -253,7 +257,7 @@ impl RedisStore {
             let _ = match what {
                 Flush::Successes(key) => {
                     store
-                        .update_origin_key(key, true, |_, _, _| ((), false))
+                        .update_origin_key(key, true, IfAbandoned::Apply, |_, _, _| ((), false))
                         .await
                 }
                 Flush::Deposits(budget) => store.flush_deposits(&budget, true).await,
@@ -412,11 +416,23 @@ impl OriginState {
 /// was sent; whether it changed the state.
 type OriginOp = Box<dyn FnMut(&mut OriginState, Duration, Instant) -> bool + Send>;
 
+/// What becomes of a queued origin operation whose caller goes away (its
+/// future dropped, or its wait timed out) before it is applied.
+#[derive(Clone, Copy)]
+pub(super) enum IfAbandoned {
+    /// Left out: an admission would reserve a slot nobody uses.
+    Skip,
+    /// Applied all the same: an answer the origin gave is news for every
+    /// process, whoever asked.
+    Apply,
+}
+
 /// An operation waiting for its origin's writer.
 pub(super) struct Queued {
     op: OriginOp,
     done: oneshot::Sender<Result<(), StoreError>>,
-    /// Set when the caller went away: not applied unless it already was.
+    /// Set when the caller of an operation to skip then went away: not
+    /// applied unless it already was.
     dropped: Arc<AtomicBool>,
     /// Fold in this process's unwritten successes however recent the last
     /// write.

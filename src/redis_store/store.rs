@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::batched::IfAbandoned;
 use super::heartbeat::{FREED_FOR, freed_key};
 use super::{BUDGET_IDLE, FailMode, RedisStore, millis};
 use crate::budget::{BudgetState, RetryBudget};
@@ -178,7 +179,7 @@ impl Store for RedisStore {
             return Ok(Admission::Now);
         }
         let result = self
-            .update_origin(origin, false, move |state, now, _| {
+            .update_origin(origin, false, IfAbandoned::Skip, move |state, now, _| {
                 (state.admit(pacing, now, latest), false)
             })
             .await;
@@ -225,7 +226,7 @@ impl Store for RedisStore {
             return Ok(None);
         }
         let result = self
-            .update_origin(origin, true, move |state, now, late| {
+            .update_origin(origin, true, IfAbandoned::Apply, move |state, now, late| {
                 // Any outcome but a plain success (counted above) changes
                 // the gate: a pushback, or an exhausted quota. Its times
                 // count from the answer, not from when it is applied.

@@ -228,3 +228,104 @@ async fn successes_left_by_a_failed_write_reach_redis_without_another_write() {
     })
     .await;
 }
+
+/// A store whose round trips wait up to 5 s (the connection's own response
+/// timeout included), so that a write waits out a short freeze of Redis.
+async fn patient_store(redis: &RedisServer, prefix: &str) -> RedisStore {
+    let patience = Duration::from_secs(5);
+    let client = redis::Client::open(redis.url()).expect("redis url");
+    let config = redis::aio::ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(patience))
+        .set_response_timeout(Some(patience));
+    let conn = redis::aio::ConnectionManager::new_with_config(client, config)
+        .await
+        .expect("connect");
+    RedisStore::with_connection(conn)
+        .prefix(prefix)
+        .op_timeout(patience)
+}
+
+/// A 429 whose caller went away while its record waited for Redis (a slow
+/// or frozen Redis, the caller's future cancelled right after the answer)
+/// still closes the shared gate: it is an answer the origin gave. Before,
+/// the record was left out of its batch with its caller, and the other
+/// processes went on sending into the pushback.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pushback_whose_caller_went_away_still_closes_the_shared_gate() {
+    bounded(Duration::from_secs(40), async {
+        let redis = RedisServer::start();
+        let prefix = "rbp-gone:";
+        // Patient: the record waits out the freeze instead of failing.
+        let a = patient_store(&redis, prefix).await;
+        let b = store(&redis, prefix).await;
+        let c = client(a, policy());
+        let (server, arrivals) =
+            scripted(|_, _| retry_after(5).set_delay(Duration::from_millis(600))).await;
+        let task = tokio::spawn(c.get(format!("{}/gone", server.uri())).send());
+        // The request is at the server; its answer comes in 600 ms, and
+        // its record then waits for the frozen Redis.
+        arrivals.wait_for(1).await;
+        redis.signal("-STOP");
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert!(!task.is_finished(), "the task did not wait for the store");
+        task.abort();
+        let _ = task.await;
+        redis.signal("-CONT");
+
+        let o = origin(&server);
+        let mut gate = None;
+        let give_up = Instant::now() + Duration::from_secs(3);
+        while gate.is_none() && Instant::now() < give_up {
+            gate = b.gate(&o).await.expect("redis up");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let gate = gate.expect("the other store never saw the gate the 429 closed");
+        assert!(gate <= Duration::from_secs(5), "gate {gate:?}");
+        assert_eq!(arrivals.len(), 1, "nothing else sent");
+    })
+    .await;
+}
+
+/// An admission whose caller went away while it waited for Redis is still
+/// left out: it must not reserve a slot nobody uses. Here the slot is the
+/// probe of a reopened gate, which the next caller must get.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admission_whose_caller_went_away_reserves_nothing() {
+    use reqwest_backpressure::RetryBudget;
+    use reqwest_backpressure::origin::{Admission, PacingConfig};
+    use reqwest_backpressure::store::Outcome;
+    bounded(Duration::from_secs(30), async {
+        let redis = RedisServer::start();
+        let prefix = "rbp-gone-admit:";
+        let a = patient_store(&redis, prefix).await;
+        let b = store(&redis, prefix).await;
+        let pacing = PacingConfig {
+            gate: true,
+            pace: true,
+            max_gate: Duration::from_secs(60),
+        };
+        let budget = RetryBudget::unlimited();
+        let o = "http://admit.test:80";
+        let back = Outcome::Pushback {
+            retry_in: Some(Duration::from_secs(1)),
+        };
+        assert!(a.record(o, pacing, back).await.expect("redis up").is_some());
+        // The gate has reopened: the next admission is its probe.
+        tokio::time::sleep(Duration::from_millis(1300)).await;
+        redis.signal("-STOP");
+        let gone = tokio::time::timeout(
+            Duration::from_millis(300),
+            a.admit(o, pacing, &budget, Duration::from_secs(10), false),
+        )
+        .await;
+        assert!(gone.is_err(), "admitted with Redis frozen: {gone:?}");
+        redis.signal("-CONT");
+        // The writer's batch (with the abandoned admission) is applied.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let next = b
+            .admit(o, pacing, &budget, Duration::from_secs(10), false)
+            .await;
+        assert_eq!(next, Ok(Admission::Reopened));
+    })
+    .await;
+}
