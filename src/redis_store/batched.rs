@@ -243,10 +243,15 @@ impl RedisStore {
     /// Writes `what` after `delay` (its `scheduled` flag was set). The flag
     /// is cleared just before the write, so that a count after that
     /// schedules another; a failed write puts its counts back and schedules
-    /// it again. Without a runtime the flag is cleared: the counts wait for
-    /// the next write to the same key.
+    /// it again. Without a runtime (or on a Redis Cluster node) the flag is
+    /// cleared: the counts wait for the next write to the same key.
     fn schedule_flush(&self, what: Flush, delay: Duration) {
-        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+        let handle = match tokio::runtime::Handle::try_current() {
+            // On a Redis Cluster node every write is refused: none is tried.
+            Ok(handle) if self.refuse_cluster().is_ok() => Ok(handle),
+            _ => Err(()),
+        };
+        let Ok(handle) = handle else {
             self.unschedule(&what);
             return;
         };

@@ -124,6 +124,9 @@ struct Shared {
     held: Mutex<HashMap<String, (u64, Instant)>>,
     /// Whether the task re-asserting `held` runs.
     heartbeat: AtomicBool,
+    /// Whether the server is a Redis Cluster node, once asked (by
+    /// `connect`, or after the first answer of a lazy connection).
+    cluster: tokio::sync::OnceCell<bool>,
     read: Script,
     cas: Script,
     acquire: Script,
@@ -141,6 +144,13 @@ impl std::fmt::Debug for RedisStore {
             .field("restart_grace", &self.restart_grace)
             .finish_non_exhaustive()
     }
+}
+
+/// What every operation fails with on a Redis Cluster node.
+fn cluster_refused() -> StoreError {
+    StoreError::new(
+        "redis: Redis Cluster is not supported yet; connect to a single Redis (the server says cluster_enabled:1)",
+    )
 }
 
 fn unavailable(e: &redis::RedisError) -> StoreError {
@@ -165,7 +175,13 @@ impl RedisStore {
         let conn = ConnectionManager::new_with_config(client, config)
             .await
             .map_err(|e| unavailable(&e))?;
-        Ok(Self::with_connection(conn))
+        let store = Self::with_connection(conn);
+        let cluster = store.ask_cluster().await?;
+        if cluster {
+            return Err(cluster_refused());
+        }
+        let _ = store.shared.cluster.set(cluster);
+        Ok(store)
     }
 
     /// Like [`connect`](Self::connect), but does not wait for Redis: the
@@ -208,6 +224,7 @@ impl RedisStore {
                 deposits: Mutex::new(batched::Unwritten::new(now)),
                 held: Mutex::default(),
                 heartbeat: AtomicBool::new(false),
+                cluster: tokio::sync::OnceCell::new(),
                 read: Script::new(READ),
                 cas: Script::new(CAS),
                 acquire: Script::new(ACQUIRE),

@@ -33,6 +33,7 @@ impl Drop for Acquiring<'_> {
 
 impl Store for RedisStore {
     async fn acquire(&self, key: &str, ttl: Duration) -> Result<Option<LeaseToken>, StoreError> {
+        self.refuse_cluster()?;
         // This process's own lease first: it keeps exclusion within the
         // process while Redis is away, and its token is the Redis value.
         let Some(token) = self.local.acquire_now(key, ttl) else {
@@ -137,7 +138,9 @@ impl Store for RedisStore {
         self.local.release(key, token);
         // Called from `Drop`: the compare-and-delete runs as its own task.
         // Without a runtime (or if it fails) the lease's TTL frees it.
-        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+        if self.refuse_cluster().is_ok()
+            && let Ok(handle) = tokio::runtime::Handle::try_current()
+        {
             let mut conn = self.conn.clone();
             let shared = Arc::clone(&self.shared);
             let timeout = self.op_timeout;
@@ -171,6 +174,7 @@ impl Store for RedisStore {
         latest: Duration,
         first: bool,
     ) -> Result<Admission, StoreError> {
+        self.refuse_cluster()?;
         if first && budget.enabled {
             // Written within `FLUSH_EVERY`, or with the next withdrawal.
             self.count_deposit(budget);
@@ -192,6 +196,7 @@ impl Store for RedisStore {
     }
 
     async fn gate(&self, origin: &str) -> Result<Option<Duration>, StoreError> {
+        self.refuse_cluster()?;
         let key = self.origin_key(origin);
         let result = self
             .update(
@@ -214,6 +219,7 @@ impl Store for RedisStore {
         pacing: PacingConfig,
         outcome: Outcome,
     ) -> Result<Option<Duration>, StoreError> {
+        self.refuse_cluster()?;
         if !pacing.gate {
             return Ok(None);
         }
@@ -240,6 +246,7 @@ impl Store for RedisStore {
     }
 
     async fn withdraw_retry(&self, budget: &RetryBudget) -> Result<bool, StoreError> {
+        self.refuse_cluster()?;
         if !budget.enabled {
             return Ok(true);
         }

@@ -329,3 +329,171 @@ async fn an_admission_whose_caller_went_away_reserves_nothing() {
     })
     .await;
 }
+
+/// A single Redis Cluster node (no slots needed: its `INFO cluster` already
+/// says `cluster_enabled:1`).
+fn cluster_node() -> RedisServer {
+    RedisServer::start_with(&[
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+    ])
+}
+
+const NOT_SUPPORTED: &str = "Redis Cluster is not supported yet";
+
+/// `error`-level events, by target, seen by the subscriber it is part of.
+#[cfg(feature = "tracing")]
+#[derive(Clone, Default)]
+struct Errors(Arc<Mutex<Vec<String>>>);
+
+#[cfg(feature = "tracing")]
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Errors {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        if *event.metadata().level() == tracing::Level::ERROR {
+            let target = event.metadata().target().to_owned();
+            self.0.lock().unwrap().push(target);
+        }
+    }
+}
+
+/// Connecting to a Redis Cluster node fails with a clear error, not with a
+/// store that silently runs on local state (failing open) or fails every
+/// call with `MOVED` (failing closed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connecting_to_a_redis_cluster_node_fails_clearly() {
+    bounded(Duration::from_secs(30), async {
+        let node = cluster_node();
+        let e = RedisStore::connect(&node.url())
+            .await
+            .expect_err("connected to a Redis Cluster node");
+        let message = e.to_string();
+        assert!(message.contains(NOT_SUPPORTED), "{message}");
+        let port = node.url().rsplit(':').nth(1).map(str::to_owned);
+        assert!(
+            !message.contains("127.0.0.1") && port.is_some_and(|p| !message.contains(&p)),
+            "an address in {message:?}"
+        );
+        // A single Redis still connects.
+        let single = RedisServer::start();
+        assert!(RedisStore::connect(&single.url()).await.is_ok());
+    })
+    .await;
+}
+
+/// A cluster node serving every slot: each command on a key succeeds, as
+/// on a single Redis.
+fn cluster_node_with_all_slots() -> RedisServer {
+    let node = cluster_node();
+    let mut conn = node.conn();
+    let () = redis::cmd("CLUSTER")
+        .arg("ADDSLOTSRANGE")
+        .arg(0)
+        .arg(16383)
+        .query(&mut conn)
+        .expect("CLUSTER ADDSLOTSRANGE");
+    let give_up = Instant::now() + Duration::from_secs(10);
+    loop {
+        let info: String = redis::cmd("CLUSTER")
+            .arg("INFO")
+            .query(&mut conn)
+            .expect("CLUSTER INFO");
+        if info.contains("cluster_state:ok") {
+            return node;
+        }
+        assert!(Instant::now() < give_up, "cluster never ok: {info}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A store that could not check up front (a lazy connection) finds out on
+/// its first answer from the server (an error, on a node without slots, or
+/// a reply, on one serving every slot), and from then on refuses every
+/// operation with the same error in both fail modes, with an `error`
+/// event; nothing is sent, and no lease is left behind.
+#[tokio::test(flavor = "current_thread")]
+async fn a_lazy_store_on_a_redis_cluster_node_refuses_every_operation() {
+    use reqwest_backpressure::RetryBudget;
+    use reqwest_backpressure::origin::PacingConfig;
+    use reqwest_backpressure::store::Outcome;
+    #[cfg(feature = "tracing")]
+    let errors = Errors::default();
+    #[cfg(feature = "tracing")]
+    let _subscriber = {
+        use tracing_subscriber::layer::SubscriberExt;
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(errors.clone()))
+    };
+    bounded(Duration::from_secs(30), async {
+        let nodes = [cluster_node(), cluster_node_with_all_slots()];
+        let (server, arrivals) = scripted(|_, _| ResponseTemplate::new(200)).await;
+        let pacing = PacingConfig {
+            gate: true,
+            pace: true,
+            max_gate: Duration::from_secs(60),
+        };
+        let ungated = PacingConfig {
+            gate: false,
+            ..pacing
+        };
+        let budget = RetryBudget::default();
+        let refused = |what: &str, e: Option<reqwest_backpressure::store::StoreError>| {
+            let e = e.unwrap_or_else(|| panic!("{what} was not refused"));
+            assert!(e.to_string().contains(NOT_SUPPORTED), "{what}: {e}");
+        };
+        for (node, mode) in nodes
+            .iter()
+            .flat_map(|n| [(n, FailMode::Open), (n, FailMode::Closed)])
+        {
+            let s = RedisStore::connect_lazy(&node.url())
+                .await
+                .expect("a valid url is enough")
+                .prefix("rbp-cluster:")
+                .fail_mode(mode);
+            let o = "http://cluster.test:80";
+            refused(
+                "acquire",
+                s.acquire("k", Duration::from_secs(10)).await.err(),
+            );
+            assert_eq!(s.local().active_keys(), 0, "{mode:?}: a local lease left");
+            refused(
+                "acquire again",
+                s.acquire("k", Duration::from_secs(10)).await.err(),
+            );
+            refused(
+                "admit",
+                s.admit(o, pacing, &budget, Duration::ZERO, true)
+                    .await
+                    .err(),
+            );
+            refused(
+                "an ungated admit",
+                s.admit(o, ungated, &budget, Duration::ZERO, true)
+                    .await
+                    .err(),
+            );
+            refused("gate", s.gate(o).await.err());
+            refused("record", s.record(o, pacing, Outcome::Admitted).await.err());
+            refused("withdraw_retry", s.withdraw_retry(&budget).await.err());
+
+            let c = client(s, policy());
+            let r = post_keyed(&c, format!("{}/c", server.uri()), "k")
+                .send()
+                .await;
+            assert_eq!(code(&r), "store_unavailable", "{mode:?}");
+            let r = c.get(format!("{}/c", server.uri())).send().await;
+            assert_eq!(code(&r), "store_unavailable", "{mode:?}");
+        }
+        assert_eq!(arrivals.len(), 0, "sent through a store on a cluster node");
+    })
+    .await;
+    #[cfg(feature = "tracing")]
+    {
+        let errors = errors.0.lock().unwrap().clone();
+        assert_eq!(
+            errors,
+            vec!["reqwest_backpressure::redis_store".to_owned(); 4],
+            "one error event per store"
+        );
+    }
+}
