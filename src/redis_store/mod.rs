@@ -32,6 +32,9 @@
 //! default, with a `warn` event), or fail closed with
 //! [`Error::Store`](crate::Error::Store) (`store_unavailable`) before
 //! anything is sent.
+//!
+//! What it does not promise (a step of Redis's clock, a failover to a
+//! replica, Redis Cluster) is in [`RedisStore`]'s docs.
 
 mod batched;
 mod heartbeat;
@@ -75,6 +78,9 @@ const FLUSH_EVERY: Duration = Duration::from_millis(100);
 /// A [`Store`](crate::Store) in Redis, shared by every process that uses the same Redis
 /// and key prefix.
 ///
+/// One Redis (a primary, with or without replicas), not Redis Cluster; see
+/// [below](#what-it-does-not-promise) for what that store cannot promise.
+///
 /// ```no_run
 /// use reqwest_backpressure::{Policy, RetryAfterMiddleware};
 /// use reqwest_backpressure::store::{FailMode, RedisStore};
@@ -89,6 +95,42 @@ const FLUSH_EVERY: Duration = Duration::from_millis(100);
 ///     .build();
 /// # Ok(()) }
 /// ```
+///
+/// # What it does not promise
+///
+/// - **Shared times follow the Redis host's clock.** A step of that clock
+///   (NTP stepping it, a failover to a replica whose clock differs, a VM
+///   migrated or resumed) moves every shared gate and paced slot by the
+///   step: a step forward opens gates early for every process, a step back
+///   holds them longer. Lease TTLs are kept on that clock too, so a step
+///   forward may free a running task's key early (its holder re-asserts it
+///   within about a second). A process's own retries still never leave
+///   before the time it was told itself: its waits run on its own monotonic
+///   clock.
+/// - **A failover to a replica may lose the last writes.** Redis replicates
+///   asynchronously and this store does not call `WAIT`: leases and gate,
+///   pace and budget writes of the last moments before the failover may be
+///   missing on the new primary. It answers, so neither [`FailMode`]
+///   applies and both go on alike: a lost lease lets a second process take
+///   the key and run it at once, if it asks before the holder's heartbeat
+///   puts the lease back (within about a second; the holder then logs a
+///   `warn` event); a lost gate lets the processes send one burst into the
+///   pushback, until the next pushback closes it again; a lost budget write
+///   undoes withdrawals (more retries) or deposits (fewer).
+///   [`restart_grace`](RedisStore::restart_grace) (failing closed) does not
+///   cover it: it counts Redis's uptime, and a replica that has been up for
+///   long is past it at once. While no primary answers, the fail mode
+///   applies as in any outage (a store still on a demoted primary gets
+///   `READONLY` errors, which count as failures). `min-replicas-to-write`
+///   with `min-replicas-max-lag` on the primary narrows the loss to about
+///   that lag (a primary without enough replicas refuses writes, and the
+///   fail mode applies); this store does not close it.
+/// - **Redis Cluster is not supported yet.** [`connect`](RedisStore::connect) to a
+///   cluster node (`cluster_enabled:1`) fails; a store made by
+///   [`connect_lazy`](RedisStore::connect_lazy) or
+///   [`with_connection`](RedisStore::with_connection) finds out on the
+///   server's first answer, and from then on fails every operation with
+///   that error, in both fail modes, with an `error` event.
 #[derive(Clone)]
 pub struct RedisStore {
     conn: ConnectionManager,
@@ -167,7 +209,8 @@ impl RedisStore {
     /// connection manager. Connecting and each round trip time out after
     /// 500 ms by default ([`op_timeout`](Self::op_timeout)).
     ///
-    /// Fails when Redis cannot be reached now; see
+    /// Fails when Redis cannot be reached now, or when it is a Redis
+    /// Cluster node (not supported yet); see
     /// [`connect_lazy`](Self::connect_lazy) for workers that must start
     /// while Redis is away.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
@@ -186,7 +229,9 @@ impl RedisStore {
 
     /// Like [`connect`](Self::connect), but does not wait for Redis: the
     /// connection is made on first use and remade after failures, and until
-    /// then the [`FailMode`] applies. Fails only on an invalid `url`.
+    /// then the [`FailMode`] applies. Fails only on an invalid `url`; a
+    /// Redis Cluster node is found out on its first answer, and every
+    /// operation fails from then on, whatever the fail mode.
     pub async fn connect_lazy(url: &str) -> Result<Self, StoreError> {
         let (client, config) = Self::client(url)?;
         let conn =
@@ -205,7 +250,8 @@ impl RedisStore {
         Ok((client, config))
     }
 
-    /// A store over an existing connection manager.
+    /// A store over an existing connection manager. A Redis Cluster node
+    /// is found out as with [`connect_lazy`](Self::connect_lazy).
     #[must_use]
     pub fn with_connection(conn: ConnectionManager) -> Self {
         let now = Instant::now();

@@ -64,7 +64,7 @@ impl RedisStore {
                 if cluster {
                     tracing::error!(
                         target: "reqwest_backpressure::redis_store",
-                        "reqwest-backpressure: the Redis server is a Redis Cluster node (cluster_enabled:1), which RedisStore does not support yet; every store operation fails, whatever the fail mode"
+                        "reqwest-backpressure: Redis Cluster is not supported yet; every store operation fails"
                     );
                 }
                 Ok::<_, StoreError>(cluster)
