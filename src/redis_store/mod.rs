@@ -37,6 +37,7 @@
 //! replica, Redis Cluster) is in [`RedisStore`]'s docs.
 
 mod batched;
+mod counted;
 mod heartbeat;
 mod scripts;
 mod store;
@@ -157,9 +158,9 @@ struct Shared {
     /// (token, when the lease expires in any case).
     releasing: Mutex<HashMap<String, (u64, Instant)>>,
     /// 2xx answers not yet written, by origin key.
-    successes: Mutex<HashMap<String, batched::Unwritten>>,
+    successes: Mutex<HashMap<String, counted::Unwritten>>,
     /// Budget deposits not yet written.
-    deposits: Mutex<batched::Unwritten>,
+    deposits: Mutex<counted::Unwritten>,
     /// The leases this process holds (granted by Redis, or locally while
     /// failing open): Redis key → (token, expiry), re-asserted by the
     /// heartbeat.
@@ -267,7 +268,7 @@ impl RedisStore {
                 origin_queues: Mutex::default(),
                 releasing: Mutex::default(),
                 successes: Mutex::default(),
-                deposits: Mutex::new(batched::Unwritten::new(now)),
+                deposits: Mutex::new(counted::Unwritten::new(now)),
                 held: Mutex::default(),
                 heartbeat: AtomicBool::new(false),
                 cluster: tokio::sync::OnceCell::new(),
