@@ -209,8 +209,9 @@ impl Store for RedisStore {
         if !reservation.shared {
             return self.local.confirm_slot(origin, reservation).await;
         }
+        self.refuse_cluster()?;
         let result = self
-            .update_origin(origin, false, move |state, now, _| {
+            .update_origin(origin, false, IfAbandoned::Skip, move |state, now, _| {
                 (state.confirm(now, reservation), true)
             })
             .await;
@@ -231,7 +232,7 @@ impl Store for RedisStore {
             let origin = origin.to_owned();
             handle.spawn(async move {
                 let _ = store
-                    .update_origin(&origin, false, move |state, now, _| {
+                    .update_origin(&origin, false, IfAbandoned::Apply, move |state, now, _| {
                         state.release(now, reservation);
                         ((), true)
                     })
