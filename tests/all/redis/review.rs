@@ -497,3 +497,76 @@ async fn a_lazy_store_on_a_redis_cluster_node_refuses_every_operation() {
         );
     }
 }
+
+/// Tasks dropped while they wait for a paced slot held in Redis give it
+/// back: after 100 callers gave up, a request with 5 s is taken in time by
+/// a second store sharing the origin (before, the shared queue stayed
+/// booked about 20 s ahead and it was refused with `origin_gate_closed`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_dropped_while_they_wait_for_a_shared_slot_give_it_back() {
+    bounded(Duration::from_secs(60), async {
+        let redis = RedisServer::start();
+        let a = store(&redis, "dropped-slots:").await;
+        let b = store(&redis, "dropped-slots:").await;
+        let (server, seen) = scripted(|_, _| ResponseTemplate::new(200)).await;
+        let url = reqwest::Url::parse(&server.uri()).expect("url");
+        let origin = format!(
+            "http://{}:{}",
+            url.host_str().expect("host"),
+            url.port().expect("port")
+        );
+        // Teach the shared origin about five a second: five successes, then
+        // a pushback naming one second.
+        let pacing = reqwest_backpressure::origin::PacingConfig {
+            gate: true,
+            pace: true,
+            max_gate: Duration::from_secs(60),
+        };
+        for _ in 0..5 {
+            a.record(
+                &origin,
+                pacing,
+                reqwest_backpressure::store::Outcome::Admitted,
+            )
+            .await
+            .expect("record");
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        a.record(
+            &origin,
+            pacing,
+            reqwest_backpressure::store::Outcome::Pushback {
+                retry_in: Some(Duration::from_secs(1)),
+            },
+        )
+        .await
+        .expect("record");
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        let queued = client(a.clone(), policy());
+        let calls = (0..100).map(|_| {
+            let client = queued.clone();
+            let uri = server.uri();
+            async move {
+                let _ =
+                    tokio::time::timeout(Duration::from_millis(100), client.get(uri).send()).await;
+            }
+        });
+        futures_util::future::join_all(calls).await;
+        assert!(seen.all().len() < 20, "{} sent", seen.all().len());
+        // The releases run as tasks of their own: give them a moment.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let started = Instant::now();
+        let result = client(b, policy())
+            .get(server.uri())
+            .with_extension(Deadline::after(Duration::from_secs(5)))
+            .send()
+            .await;
+        assert_eq!(code(&result), "ok 200 OK");
+        assert!(
+            started.elapsed() < Duration::from_millis(2500),
+            "waited {:?} with nothing queued",
+            started.elapsed()
+        );
+    })
+    .await;
+}
