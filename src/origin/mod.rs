@@ -819,7 +819,7 @@ impl OriginState {
         late: Duration,
         outcome: Outcome,
     ) -> Option<Duration> {
-        let was_open = self.gate_until <= now;
+        let was_open = self.gate_in(now).is_none();
         let answered = now.saturating_sub(late);
         match outcome {
             Outcome::Admitted => self.on_success(now),
