@@ -1,6 +1,6 @@
-//! Successes and budget deposits counted in the process and written at most
-//! every `FLUSH_EVERY`, or with the next write to the same key: a burst
-//! costs a few round trips, not one per request.
+//! One writer per origin key in the process: the origin operations queued
+//! while it writes (admissions, answers, the counted successes) are applied
+//! in order in its next read and compare-and-set.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -9,29 +9,13 @@ use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::time::Instant;
 
+use super::RedisStore;
+use super::counted::{PutBack, Taken};
 use super::update::UPDATE_ROUND_TRIPS;
-use super::{BUDGET_IDLE, FLUSH_EVERY, RedisStore};
-use crate::budget::{BudgetState, RetryBudget};
 use crate::origin::{ORIGIN_IDLE, OriginState};
 use crate::store::{StoreError, lock};
 
 impl RedisStore {
-    /// Takes this process's unwritten 2xx count for `origin_key`, and when
-    /// the last of them was counted; `force` takes it however recent the
-    /// last write.
-    pub(super) fn take_successes(&self, origin_key: &str, force: bool) -> (u32, Instant) {
-        let now = Instant::now();
-        let mut successes = lock(&self.shared.successes);
-        let Some((count, written, last)) = successes.get_mut(origin_key) else {
-            return (0, now);
-        };
-        if !force && written.elapsed() < FLUSH_EVERY {
-            return (0, now);
-        }
-        *written = now;
-        (std::mem::take(count), *last)
-    }
-
     /// Applies `f` to the origin's shared state, folding in this process's
     /// unwritten 2xx answers first (they are put back if the write fails;
     /// a write that timed out but was applied after all counts them twice,
@@ -44,14 +28,27 @@ impl RedisStore {
     /// operation queued meanwhile in one compare-and-set: a burst of tasks
     /// costs a read and a write per batch, not two round trips each behind
     /// one another (a burst of thousands queued behind a per-task write made
-    /// pushbacks land seconds late and round trips time out).
+    /// pushbacks land seconds late and round trips time out). `abandoned`
+    /// says whether `f` still runs once its caller has gone away.
     pub(super) async fn update_origin<T: Send + 'static>(
         &self,
         origin: &str,
         force_flush: bool,
+        abandoned: IfAbandoned,
+        f: impl FnMut(&mut OriginState, Duration, Duration) -> (T, bool) + Send + 'static,
+    ) -> Result<T, StoreError> {
+        self.update_origin_key(self.origin_key(origin), force_flush, abandoned, f)
+            .await
+    }
+
+    /// [`update_origin`](Self::update_origin) of an origin's Redis key.
+    pub(super) async fn update_origin_key<T: Send + 'static>(
+        &self,
+        key: String,
+        force_flush: bool,
+        abandoned: IfAbandoned,
         mut f: impl FnMut(&mut OriginState, Duration, Duration) -> (T, bool) + Send + 'static,
     ) -> Result<T, StoreError> {
-        let key = self.origin_key(origin);
         let called = Instant::now();
         let out: Arc<Mutex<Option<T>>> = Arc::default();
         let slot = Arc::clone(&out);
@@ -89,7 +86,8 @@ impl RedisStore {
         if let Some(write) = inline {
             write.await;
         }
-        let _skip_if_dropped = SkipIfDropped(&dropped);
+        let _skip_if_dropped =
+            matches!(abandoned, IfAbandoned::Skip).then(|| SkipIfDropped(&dropped));
         // The writer bounds each batch; a call waits for the batch being
         // written and its own.
         let bound = self.op_timeout.saturating_mul(2 * UPDATE_ROUND_TRIPS + 1);
@@ -135,8 +133,8 @@ impl RedisStore {
         }
     }
 
-    /// One compare-and-set of `key` applying `batch` in order (those whose
-    /// caller went away before are left out).
+    /// One compare-and-set of `key` applying `batch` in order (admissions
+    /// whose caller went away before are left out).
     async fn apply_origin(
         &self,
         key: &str,
@@ -146,7 +144,7 @@ impl RedisStore {
         let (pending, last_success) = self.take_successes(key, force_flush);
         let mut unwritten = PutBack {
             store: self,
-            what: Unwritten::Successes(key, last_success),
+            what: Taken::Successes(key, last_success),
             n: pending,
         };
         let result = self
@@ -190,128 +188,6 @@ impl RedisStore {
         }
         result
     }
-
-    /// Counts one 2xx answer from `origin`; the first one counted since the
-    /// last write schedules a write `FLUSH_EVERY` later.
-    pub(super) fn count_success(&self, origin: &str) {
-        let key = self.origin_key(origin);
-        let first = {
-            let mut successes = lock(&self.shared.successes);
-            if successes.len() > 1024 {
-                successes.retain(|_, (n, _, _)| *n > 0);
-            }
-            let now = Instant::now();
-            let (count, _, last) = successes.entry(key).or_insert_with(|| (0, now, now));
-            *count = count.saturating_add(1);
-            *last = now;
-            *count == 1
-        };
-        if first && let Ok(handle) = tokio::runtime::Handle::try_current() {
-            let store = self.clone();
-            let origin = origin.to_owned();
-            handle.spawn(async move {
-                tokio::time::sleep(FLUSH_EVERY).await;
-                let _ = store
-                    .update_origin(&origin, true, |_, _, _| ((), false))
-                    .await;
-            });
-        }
-    }
-
-    /// Counts one budget deposit; the first one counted since the last
-    /// write schedules a write `FLUSH_EVERY` later.
-    pub(super) fn count_deposit(&self, budget: &RetryBudget) {
-        let first = {
-            let mut deposits = lock(&self.shared.deposits);
-            deposits.0 = deposits.0.saturating_add(1);
-            deposits.0 == 1
-        };
-        if first && let Ok(handle) = tokio::runtime::Handle::try_current() {
-            let store = self.clone();
-            let budget = *budget;
-            handle.spawn(async move {
-                tokio::time::sleep(FLUSH_EVERY).await;
-                let _ = store.flush_deposits(&budget, true).await;
-            });
-        }
-    }
-
-    /// Writes this process's unwritten budget deposits, if due.
-    pub(super) async fn flush_deposits(
-        &self,
-        budget: &RetryBudget,
-        force: bool,
-    ) -> Result<(), StoreError> {
-        let n = {
-            let mut deposits = lock(&self.shared.deposits);
-            if deposits.0 == 0 || (!force && deposits.1.elapsed() < FLUSH_EVERY) {
-                return Ok(());
-            }
-            deposits.1 = Instant::now();
-            std::mem::take(&mut deposits.0)
-        };
-        let mut unwritten = PutBack {
-            store: self,
-            what: Unwritten::Deposits,
-            n,
-        };
-        let key = self.budget_key();
-        let result = self
-            .update(
-                &key,
-                BudgetState::decode,
-                BudgetState::encode,
-                |s, now, _| {
-                    let state = BudgetState::slot(s, budget, now);
-                    for _ in 0..n {
-                        state.deposit(budget, now);
-                    }
-                    ((), Some(BUDGET_IDLE))
-                },
-            )
-            .await;
-        if result.is_ok() {
-            unwritten.n = 0;
-        }
-        result
-    }
-}
-
-/// What a [`PutBack`] gives back.
-enum Unwritten<'a> {
-    /// An origin key's successes, and when the last of them was counted.
-    Successes(&'a str, Instant),
-    Deposits,
-}
-
-/// Counts taken for a write, given back unless the write succeeded (also
-/// when the caller drops the future mid-write).
-struct PutBack<'a> {
-    store: &'a RedisStore,
-    what: Unwritten<'a>,
-    n: u32,
-}
-
-impl Drop for PutBack<'_> {
-    fn drop(&mut self) {
-        if self.n == 0 {
-            return;
-        }
-        match self.what {
-            Unwritten::Successes(key, at) => {
-                let mut successes = lock(&self.store.shared.successes);
-                let (count, _, last) = successes
-                    .entry(key.to_owned())
-                    .or_insert_with(|| (0, Instant::now(), at));
-                *count = count.saturating_add(self.n);
-                *last = (*last).max(at);
-            }
-            Unwritten::Deposits => {
-                let mut deposits = lock(&self.store.shared.deposits);
-                deposits.0 = deposits.0.saturating_add(self.n);
-            }
-        }
-    }
 }
 
 impl OriginState {
@@ -329,11 +205,23 @@ impl OriginState {
 /// was sent; whether it changed the state.
 type OriginOp = Box<dyn FnMut(&mut OriginState, Duration, Instant) -> bool + Send>;
 
+/// What becomes of a queued origin operation whose caller goes away (its
+/// future dropped, or its wait timed out) before it is applied.
+#[derive(Clone, Copy)]
+pub(super) enum IfAbandoned {
+    /// Left out: an admission would reserve a slot nobody uses.
+    Skip,
+    /// Applied all the same: an answer the origin gave is news for every
+    /// process, whoever asked.
+    Apply,
+}
+
 /// An operation waiting for its origin's writer.
 pub(super) struct Queued {
     op: OriginOp,
     done: oneshot::Sender<Result<(), StoreError>>,
-    /// Set when the caller went away: not applied unless it already was.
+    /// Set when the caller of an operation to skip then went away: not
+    /// applied unless it already was.
     dropped: Arc<AtomicBool>,
     /// Fold in this process's unwritten successes however recent the last
     /// write.

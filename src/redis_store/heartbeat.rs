@@ -6,8 +6,10 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use redis::Value;
 use tokio::time::Instant;
 
+use super::scripts::parse_time_and_value;
 use super::{RedisStore, millis};
 use crate::store::lock;
 
@@ -15,8 +17,13 @@ use crate::store::lock;
 const EVERY: Duration = Duration::from_secs(1);
 /// The shortest interval, whatever the grace.
 const FLOOR: Duration = Duration::from_millis(50);
-/// Keys per script call.
+/// Leases per script call.
 const CHUNK: usize = 256;
+/// How long the mark of a released lease lives in Redis.
+pub(super) const FREED_FOR: Duration = Duration::from_secs(2);
+/// How long after a time read on Redis's clock a re-assertion may still
+/// set leases; below [`FREED_FOR`].
+const REASSERT_WITHIN: Duration = Duration::from_secs(1);
 
 impl RedisStore {
     /// Notes a lease this process holds, and starts the heartbeat unless it
@@ -62,36 +69,88 @@ impl RedisStore {
         }
     }
 
-    /// The held leases not expired yet (expired ones are dropped).
-    fn held_now(&self) -> Vec<(String, u64, Duration)> {
+    /// The keys of the held leases not expired yet (expired ones are
+    /// dropped).
+    fn held_now(&self) -> Vec<String> {
         let now = Instant::now();
         let mut held = lock(&self.shared.held);
         held.retain(|_, (_, expires)| *expires > now);
-        held.iter()
-            .map(|(k, (t, expires))| (k.clone(), *t, *expires - now))
-            .collect()
+        held.keys().cloned().collect()
     }
 
-    /// Sets every lease of `leases` that Redis lacks; a failed round trip
-    /// is tried again at the next beat.
-    async fn reassert(&self, leases: &[(String, u64, Duration)]) {
-        for chunk in leases.chunks(CHUNK) {
+    /// Sets every lease of `keys` still held that Redis lacks; a failed
+    /// round trip is tried again at the next beat.
+    ///
+    /// A lease released while this runs must not come back. Each chunk is
+    /// read from the held leases just before it is sent, so a lease
+    /// released before is left out; one released after that has its
+    /// release's mark in Redis before the chunk runs there (or its release
+    /// runs after the chunk and deletes it). The mark lives [`FREED_FOR`],
+    /// so each chunk carries a time on Redis's clock after which it sets
+    /// nothing: [`REASSERT_WITHIN`] after a time Redis read before the
+    /// chunk was listed, hence before any such release ran.
+    async fn reassert(&self, keys: &[String]) {
+        let mut conn = self.conn.clone();
+        let time = redis::cmd("TIME");
+        let Ok((secs, micros)) = self
+            .round_trip(time.query_async::<(u64, u64)>(&mut conn))
+            .await
+        else {
+            return;
+        };
+        let mut redis_now = Duration::from_secs(secs) + Duration::from_micros(micros);
+        for chunk in keys.chunks(CHUNK) {
             let mut invoke = self.shared.reassert.prepare_invoke();
-            for (key, token, ttl) in chunk {
-                invoke.key(key).arg(*token).arg(millis(*ttl));
+            invoke.arg(millis(redis_now + REASSERT_WITHIN));
+            let mut any = false;
+            {
+                let now = Instant::now();
+                let held = lock(&self.shared.held);
+                for key in chunk {
+                    let Some((token, expires)) = held.get(key).filter(|(_, e)| *e > now) else {
+                        continue;
+                    };
+                    invoke
+                        .key(key)
+                        .key(freed_key(key, *token))
+                        .arg(*token)
+                        .arg(millis(*expires - now));
+                    any = true;
+                }
             }
-            let mut conn = self.conn.clone();
-            let lost: Result<i64, _> = self.round_trip(invoke.invoke_async(&mut conn)).await;
+            if !any {
+                continue;
+            }
+            let reply: Result<Vec<Value>, _> =
+                self.round_trip(invoke.invoke_async(&mut conn)).await;
+            let Ok(reply) = reply else { return };
+            let Ok((now, _)) = parse_time_and_value(&reply, 1) else {
+                return;
+            };
+            redis_now = now;
+            let lost = match reply.first() {
+                Some(Value::Int(lost)) => *lost,
+                _ => return,
+            };
+            if lost < 0 {
+                // Too late to be safe: the next beat tries again.
+                return;
+            }
             #[cfg(feature = "tracing")]
-            if let Ok(lost @ 1..) = lost {
+            if lost > 0 {
                 tracing::warn!(
                     target: "reqwest_backpressure::redis_store",
                     lost,
                     "reqwest-backpressure: leases this process holds are held by other tasks in Redis (taken while it could not reach Redis)"
                 );
             }
-            #[cfg(not(feature = "tracing"))]
-            let _ = lost;
         }
     }
+}
+
+/// The key marking `lease_key`'s lease of `token` released:
+/// `{prefix}freed:{hash}:{token}` for `{prefix}lease:{hash}`.
+pub(super) fn freed_key(lease_key: &str, token: u64) -> String {
+    let (prefix, hash) = lease_key.rsplit_once("lease:").unwrap_or((lease_key, ""));
+    format!("{prefix}freed:{hash}:{token}")
 }

@@ -6,7 +6,11 @@
 //! the same keyed operation at once. Teams that run many workers already run
 //! Redis; sharing the state there gives every process one view.
 //!
-//! How: a lease is one `SET NX PX` (released by a compare-and-delete script).
+//! How: a lease is one `SET NX PX`, released by a compare-and-delete script
+//! that also leaves a two-second mark of the released token: each process
+//! re-asserts the leases it holds about once a second (see
+//! [`RedisStore::restart_grace`]), and a re-assertion sent before a release
+//! must not set the released lease again.
 //! Origin and budget state is read and replaced by a compare-and-set script;
 //! the new state is computed in Rust by the same pure functions the
 //! in-memory store uses ([`OriginState`](crate::origin::OriginState), [`BudgetState`](crate::budget::BudgetState)), so the Lua side
@@ -28,8 +32,12 @@
 //! default, with a `warn` event), or fail closed with
 //! [`Error::Store`](crate::Error::Store) (`store_unavailable`) before
 //! anything is sent.
+//!
+//! What it does not promise (a step of Redis's clock, a failover to a
+//! replica, Redis Cluster) is in [`RedisStore`]'s docs.
 
 mod batched;
+mod counted;
 mod heartbeat;
 mod scripts;
 mod store;
@@ -71,6 +79,9 @@ const FLUSH_EVERY: Duration = Duration::from_millis(100);
 /// A [`Store`](crate::Store) in Redis, shared by every process that uses the same Redis
 /// and key prefix.
 ///
+/// One Redis (a primary, with or without replicas), not Redis Cluster; see
+/// [below](#what-it-does-not-promise) for what that store cannot promise.
+///
 /// ```no_run
 /// use reqwest_backpressure::{Policy, RetryAfterMiddleware};
 /// use reqwest_backpressure::store::{FailMode, RedisStore};
@@ -85,6 +96,42 @@ const FLUSH_EVERY: Duration = Duration::from_millis(100);
 ///     .build();
 /// # Ok(()) }
 /// ```
+///
+/// # What it does not promise
+///
+/// - **Shared times follow the Redis host's clock.** A step of that clock
+///   (NTP stepping it, a failover to a replica whose clock differs, a VM
+///   migrated or resumed) moves every shared gate and paced slot by the
+///   step: a step forward opens gates early for every process, a step back
+///   holds them longer. Lease TTLs are kept on that clock too, so a step
+///   forward may free a running task's key early (its holder re-asserts it
+///   within about a second). A process's own retries still never leave
+///   before the time it was told itself: its waits run on its own monotonic
+///   clock.
+/// - **A failover to a replica may lose the last writes.** Redis replicates
+///   asynchronously and this store does not call `WAIT`: leases and gate,
+///   pace and budget writes of the last moments before the failover may be
+///   missing on the new primary. It answers, so neither [`FailMode`]
+///   applies and both go on alike: a lost lease lets a second process take
+///   the key and run it at once, if it asks before the holder's heartbeat
+///   puts the lease back (within about a second; the holder then logs a
+///   `warn` event); a lost gate lets the processes send one burst into the
+///   pushback, until the next pushback closes it again; a lost budget write
+///   undoes withdrawals (more retries) or deposits (fewer).
+///   [`restart_grace`](RedisStore::restart_grace) (failing closed) does not
+///   cover it: it counts Redis's uptime, and a replica that has been up for
+///   long is past it at once. While no primary answers, the fail mode
+///   applies as in any outage (a store still on a demoted primary gets
+///   `READONLY` errors, which count as failures). `min-replicas-to-write`
+///   with `min-replicas-max-lag` on the primary narrows the loss to about
+///   that lag (a primary without enough replicas refuses writes, and the
+///   fail mode applies); this store does not close it.
+/// - **Redis Cluster is not supported yet.** [`connect`](RedisStore::connect) to a
+///   cluster node (`cluster_enabled:1`) fails; a store made by
+///   [`connect_lazy`](RedisStore::connect_lazy) or
+///   [`with_connection`](RedisStore::with_connection) finds out on the
+///   server's first answer, and from then on fails every operation with
+///   that error, in both fail modes, with an `error` event.
 #[derive(Clone)]
 pub struct RedisStore {
     conn: ConnectionManager,
@@ -110,17 +157,19 @@ struct Shared {
     /// Releases sent to Redis but maybe not applied yet: lease key →
     /// (token, when the lease expires in any case).
     releasing: Mutex<HashMap<String, (u64, Instant)>>,
-    /// 2xx answers not yet written: origin key → (count, last write, when
-    /// the last of them was counted).
-    successes: Mutex<HashMap<String, (u32, Instant, Instant)>>,
-    /// Budget deposits not yet written, and the last write.
-    deposits: Mutex<(u32, Instant)>,
+    /// 2xx answers not yet written, by origin key.
+    successes: Mutex<HashMap<String, counted::Unwritten>>,
+    /// Budget deposits not yet written.
+    deposits: Mutex<counted::Unwritten>,
     /// The leases this process holds (granted by Redis, or locally while
     /// failing open): Redis key → (token, expiry), re-asserted by the
     /// heartbeat.
     held: Mutex<HashMap<String, (u64, Instant)>>,
     /// Whether the task re-asserting `held` runs.
     heartbeat: AtomicBool,
+    /// Whether the server is a Redis Cluster node, once asked (by
+    /// `connect`, or after the first answer of a lazy connection).
+    cluster: tokio::sync::OnceCell<bool>,
     read: Script,
     cas: Script,
     acquire: Script,
@@ -140,6 +189,13 @@ impl std::fmt::Debug for RedisStore {
     }
 }
 
+/// What every operation fails with on a Redis Cluster node.
+fn cluster_refused() -> StoreError {
+    StoreError::new(
+        "redis: Redis Cluster is not supported yet; connect to a single Redis (the server says cluster_enabled:1)",
+    )
+}
+
 fn unavailable(e: &redis::RedisError) -> StoreError {
     // The kind only: a Redis error's text can name the server's address.
     StoreError::new(format!("redis: {:?}", e.kind()))
@@ -154,7 +210,8 @@ impl RedisStore {
     /// connection manager. Connecting and each round trip time out after
     /// 500 ms by default ([`op_timeout`](Self::op_timeout)).
     ///
-    /// Fails when Redis cannot be reached now; see
+    /// Fails when Redis cannot be reached now, or when it is a Redis
+    /// Cluster node (not supported yet); see
     /// [`connect_lazy`](Self::connect_lazy) for workers that must start
     /// while Redis is away.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
@@ -162,12 +219,20 @@ impl RedisStore {
         let conn = ConnectionManager::new_with_config(client, config)
             .await
             .map_err(|e| unavailable(&e))?;
-        Ok(Self::with_connection(conn))
+        let store = Self::with_connection(conn);
+        let cluster = store.ask_cluster().await?;
+        if cluster {
+            return Err(cluster_refused());
+        }
+        let _ = store.shared.cluster.set(cluster);
+        Ok(store)
     }
 
     /// Like [`connect`](Self::connect), but does not wait for Redis: the
     /// connection is made on first use and remade after failures, and until
-    /// then the [`FailMode`] applies. Fails only on an invalid `url`.
+    /// then the [`FailMode`] applies. Fails only on an invalid `url`; a
+    /// Redis Cluster node is found out on its first answer, and every
+    /// operation fails from then on, whatever the fail mode.
     pub async fn connect_lazy(url: &str) -> Result<Self, StoreError> {
         let (client, config) = Self::client(url)?;
         let conn =
@@ -186,7 +251,8 @@ impl RedisStore {
         Ok((client, config))
     }
 
-    /// A store over an existing connection manager.
+    /// A store over an existing connection manager. A Redis Cluster node
+    /// is found out as with [`connect_lazy`](Self::connect_lazy).
     #[must_use]
     pub fn with_connection(conn: ConnectionManager) -> Self {
         let now = Instant::now();
@@ -202,9 +268,10 @@ impl RedisStore {
                 origin_queues: Mutex::default(),
                 releasing: Mutex::default(),
                 successes: Mutex::default(),
-                deposits: Mutex::new((0, now)),
+                deposits: Mutex::new(counted::Unwritten::new(now)),
                 held: Mutex::default(),
                 heartbeat: AtomicBool::new(false),
+                cluster: tokio::sync::OnceCell::new(),
                 read: Script::new(READ),
                 cas: Script::new(CAS),
                 acquire: Script::new(ACQUIRE),

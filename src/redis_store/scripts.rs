@@ -58,24 +58,39 @@ end
 return 0
 ";
 
-/// Re-asserts this process's leases: for each KEYS[i], sets it to token
-/// ARGV[2i-1] with TTL ARGV[2i] ms if it is absent (lost in a restart or
-/// a flush). The number of keys found held by another token.
+/// Re-asserts this process's leases: for the i-th lease, KEYS[2i-1] is
+/// set to token ARGV[2i] with TTL ARGV[2i+1] ms if it is absent (lost in a
+/// restart or a flush), unless KEYS[2i], the mark RELEASE leaves for that
+/// token, says it was released meanwhile. Nothing is set once Redis's clock
+/// is past ARGV[1] (ms): a re-assertion that waited longer than a mark
+/// lives could no longer see it. `{lost, now_s, now_us}` with the number of
+/// keys found held by another token, or `{-1, now_s, now_us}` when too late.
 pub(super) const REASSERT: &str = r"
+local t = redis.call('TIME')
+if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) > tonumber(ARGV[1]) then
+  return {-1, t[1], t[2]}
+end
 local lost = 0
-for i, k in ipairs(KEYS) do
-  local cur = redis.call('GET', k)
+for i = 1, #KEYS, 2 do
+  local token = ARGV[i + 1]
+  local cur = redis.call('GET', KEYS[i])
   if not cur then
-    redis.call('SET', k, ARGV[2 * i - 1], 'PX', ARGV[2 * i])
-  elseif cur ~= ARGV[2 * i - 1] then
+    if redis.call('EXISTS', KEYS[i + 1]) == 0 then
+      redis.call('SET', KEYS[i], token, 'PX', ARGV[i + 2])
+    end
+  elseif cur ~= token then
     lost = lost + 1
   end
 end
-return lost
+return {lost, t[1], t[2]}
 ";
 
-/// Deletes KEYS[1] if it holds ARGV[1].
+/// Deletes the lease KEYS[1] if it holds token ARGV[1], and marks that
+/// token released (KEYS[2], for ARGV[2] ms, whether or not the lease was
+/// there: Redis may have lost it in a restart) so that a re-assertion of
+/// it sent before the release cannot set it again.
 pub(super) const RELEASE: &str = r"
+redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
 end

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::batched::IfAbandoned;
+use super::heartbeat::{FREED_FOR, freed_key};
 use super::{BUDGET_IDLE, FailMode, RedisStore, millis};
 use crate::budget::{BudgetState, RetryBudget};
 use crate::origin::{Admission, OriginState, PacingConfig, Reservation};
@@ -31,6 +33,7 @@ impl Drop for Acquiring<'_> {
 
 impl Store for RedisStore {
     async fn acquire(&self, key: &str, ttl: Duration) -> Result<Option<LeaseToken>, StoreError> {
+        self.refuse_cluster()?;
         // This process's own lease first: it keeps exclusion within the
         // process while Redis is away, and its token is the Redis value.
         let Some(token) = self.local.acquire_now(key, ttl) else {
@@ -135,13 +138,19 @@ impl Store for RedisStore {
         self.local.release(key, token);
         // Called from `Drop`: the compare-and-delete runs as its own task.
         // Without a runtime (or if it fails) the lease's TTL frees it.
-        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+        if self.refuse_cluster().is_ok()
+            && let Ok(handle) = tokio::runtime::Handle::try_current()
+        {
             let mut conn = self.conn.clone();
             let shared = Arc::clone(&self.shared);
             let timeout = self.op_timeout;
             handle.spawn(async move {
                 let mut release = shared.release.prepare_invoke();
-                release.key(&redis_key).arg(token.0);
+                release
+                    .key(&redis_key)
+                    .key(freed_key(&redis_key, token.0))
+                    .arg(token.0)
+                    .arg(millis(FREED_FOR));
                 let done =
                     tokio::time::timeout(timeout, release.invoke_async::<i64>(&mut conn)).await;
                 if matches!(done, Ok(Ok(_))) {
@@ -165,6 +174,7 @@ impl Store for RedisStore {
         latest: Duration,
         first: bool,
     ) -> Result<Admission, StoreError> {
+        self.refuse_cluster()?;
         if first && budget.enabled {
             // Written within `FLUSH_EVERY`, or with the next withdrawal.
             self.count_deposit(budget);
@@ -173,7 +183,7 @@ impl Store for RedisStore {
             return Ok(Admission::Now);
         }
         let result = self
-            .update_origin(origin, false, move |state, now, _| {
+            .update_origin(origin, false, IfAbandoned::Skip, move |state, now, _| {
                 (state.admit(pacing, now, latest), false)
             })
             .await
@@ -199,8 +209,9 @@ impl Store for RedisStore {
         if !reservation.shared {
             return self.local.confirm_slot(origin, reservation).await;
         }
+        self.refuse_cluster()?;
         let result = self
-            .update_origin(origin, false, move |state, now, _| {
+            .update_origin(origin, false, IfAbandoned::Skip, move |state, now, _| {
                 (state.confirm(now, reservation), true)
             })
             .await;
@@ -221,7 +232,7 @@ impl Store for RedisStore {
             let origin = origin.to_owned();
             handle.spawn(async move {
                 let _ = store
-                    .update_origin(&origin, false, move |state, now, _| {
+                    .update_origin(&origin, false, IfAbandoned::Apply, move |state, now, _| {
                         state.release(now, reservation);
                         ((), true)
                     })
@@ -255,6 +266,7 @@ impl Store for RedisStore {
     }
 
     async fn gate(&self, origin: &str) -> Result<Option<Duration>, StoreError> {
+        self.refuse_cluster()?;
         let key = self.origin_key(origin);
         let result = self
             .update(
@@ -277,6 +289,7 @@ impl Store for RedisStore {
         pacing: PacingConfig,
         outcome: Outcome,
     ) -> Result<Option<Duration>, StoreError> {
+        self.refuse_cluster()?;
         if !pacing.gate {
             return Ok(None);
         }
@@ -289,7 +302,7 @@ impl Store for RedisStore {
             return Ok(None);
         }
         let result = self
-            .update_origin(origin, true, move |state, now, late| {
+            .update_origin(origin, true, IfAbandoned::Apply, move |state, now, late| {
                 // Any outcome but a plain success (counted above) changes
                 // the gate: a pushback, or an exhausted quota. Its times
                 // count from the answer, not from when it is applied.
@@ -303,6 +316,7 @@ impl Store for RedisStore {
     }
 
     async fn withdraw_retry(&self, budget: &RetryBudget) -> Result<bool, StoreError> {
+        self.refuse_cluster()?;
         if !budget.enabled {
             return Ok(true);
         }

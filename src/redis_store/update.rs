@@ -1,5 +1,6 @@
-//! Round trips: bounded by `op_timeout`, guarded by the fail mode, and the
-//! compare-and-set loop that applies a pure step to a key's state.
+//! Round trips: bounded by `op_timeout`, guarded by the fail mode, refused
+//! on a Redis Cluster node, and the compare-and-set loop that applies a pure
+//! step to a key's state.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -9,7 +10,7 @@ use redis::Value;
 use tokio::time::Instant;
 
 use super::scripts::parse_time_and_value;
-use super::{CAS_ROUNDS, FailMode, RedisStore, millis, unavailable};
+use super::{CAS_ROUNDS, FailMode, RedisStore, cluster_refused, millis, unavailable};
 
 /// An update (lock wait and compare-and-set rounds) takes at most this many
 /// `op_timeout`s.
@@ -17,13 +18,73 @@ pub(super) const UPDATE_ROUND_TRIPS: u32 = 4;
 use crate::store::StoreError;
 
 impl RedisStore {
-    /// One round trip, bounded by `op_timeout`.
+    /// One round trip, bounded by `op_timeout`. Refused on a Redis Cluster
+    /// node: the first answer from the server (a reply or a server's error)
+    /// is followed by asking it whether it is one, once.
     pub(super) async fn round_trip<T>(
         &self,
         op: impl Future<Output = redis::RedisResult<T>>,
     ) -> Result<T, StoreError> {
-        match tokio::time::timeout(self.op_timeout, op).await {
+        self.refuse_cluster()?;
+        let reply = tokio::time::timeout(self.op_timeout, op).await;
+        let answered = match &reply {
+            Ok(Ok(_)) => true,
+            Ok(Err(e)) => server_replied(e),
+            Err(_) => false,
+        };
+        if answered && self.shared.cluster.get().is_none() {
+            self.check_cluster().await?;
+        }
+        match reply {
             Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(unavailable(&e)),
+            Err(_) => Err(StoreError::new("redis: operation timed out")),
+        }
+    }
+
+    /// The refusal of every operation once the server is known to be a
+    /// Redis Cluster node, whatever the fail mode.
+    pub(super) fn refuse_cluster(&self) -> Result<(), StoreError> {
+        match self.shared.cluster.get() {
+            Some(true) => Err(cluster_refused()),
+            _ => Ok(()),
+        }
+    }
+
+    /// Asks the server whether it is a Redis Cluster node, unless known
+    /// (concurrent callers wait for one answer); refuses if it is. A
+    /// server that cannot be asked now is asked again on its next answer.
+    async fn check_cluster(&self) -> Result<(), StoreError> {
+        let asked = self
+            .shared
+            .cluster
+            .get_or_try_init(|| async {
+                let cluster = self.ask_cluster().await?;
+                #[cfg(feature = "tracing")]
+                if cluster {
+                    tracing::error!(
+                        target: "reqwest_backpressure::redis_store",
+                        "reqwest-backpressure: Redis Cluster is not supported yet; every store operation fails"
+                    );
+                }
+                Ok::<_, StoreError>(cluster)
+            })
+            .await;
+        match asked {
+            Ok(true) => Err(cluster_refused()),
+            Ok(false) | Err(_) => Ok(()),
+        }
+    }
+
+    /// Whether the server says `cluster_enabled:1`. A server that refuses
+    /// `INFO` (renamed, or denied by its ACL) is taken for a single Redis.
+    pub(super) async fn ask_cluster(&self) -> Result<bool, StoreError> {
+        let mut conn = self.conn.clone();
+        let mut info = redis::cmd("INFO");
+        let info = info.arg("cluster").query_async::<String>(&mut conn);
+        match tokio::time::timeout(self.op_timeout, info).await {
+            Ok(Ok(info)) => Ok(info.lines().any(|l| l.trim() == "cluster_enabled:1")),
+            Ok(Err(e)) if server_replied(&e) => Ok(false),
             Ok(Err(e)) => Err(unavailable(&e)),
             Err(_) => Err(StoreError::new("redis: operation timed out")),
         }
@@ -44,6 +105,8 @@ impl RedisStore {
             Ok(v) => return Ok(v),
             Err(e) => e,
         };
+        // A misconfiguration, not an outage: never run on local state.
+        self.refuse_cluster()?;
         match self.fail_mode {
             FailMode::Closed => Err(err),
             FailMode::Open => {
@@ -137,4 +200,13 @@ impl RedisStore {
         }
         Err(StoreError::new("redis: key too contended"))
     }
+}
+
+/// Whether `e` is an answer from the server (an error reply), not a
+/// failure to reach it.
+fn server_replied(e: &redis::RedisError) -> bool {
+    matches!(
+        e.kind(),
+        redis::ErrorKind::Server(_) | redis::ErrorKind::Extension
+    )
 }

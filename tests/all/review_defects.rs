@@ -5,13 +5,18 @@
 //! without `Retry-After` halved the learned pace. (The heartbeat's
 //! released leases are in `redis::review`.)
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use reqwest_backpressure::observe::{GateClosed, Observer};
 
 use reqwest_backpressure::origin::PacingConfig;
 use reqwest_backpressure::store::Outcome;
 use reqwest_backpressure::{Deadline, MemoryStore, RetryAfterMiddleware, RetryBudget, Store};
 
-use crate::common::{client_with, exact, ok, our_code, scripted, stop_code, too_many};
+use crate::common::{
+    client_with, exact, ok, our_code, report, scripted, status, stop_code, too_many,
+};
 
 fn pacing(max_gate: Duration) -> PacingConfig {
     PacingConfig {
@@ -90,7 +95,10 @@ async fn a_quota_spent_by_admissions_alone_is_capped_and_visible() {
     let (server, seen) = scripted(|_, _| stated(2, 86_400)).await;
     let store = MemoryStore::new();
     let policy = exact().max_wait(Duration::from_secs(2));
-    let client = client_with(RetryAfterMiddleware::with_store(policy, store.clone()));
+    let closed = GateEvents::default();
+    let client = client_with(
+        RetryAfterMiddleware::with_store(policy, store.clone()).with_observer(closed.clone()),
+    );
     let origin = origin_of(&server.uri());
     // The first answer states 2 left; two more sends spend them.
     for _ in 0..3 {
@@ -112,6 +120,44 @@ async fn a_quota_spent_by_admissions_alone_is_capped_and_visible() {
     assert_eq!(resp.status(), 200, "refused: {:?}", stop_code(&resp));
     assert!(started.elapsed() < Duration::from_secs(6));
     assert_eq!(seen.all().len(), 4);
+    // The observer (and so the metrics) heard of the hold, once.
+    let events = closed.0.lock().unwrap().clone();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert!(events[0] <= Duration::from_secs(2));
+}
+
+/// Every gate closure an observer is told of: how long it closes.
+#[derive(Clone, Default)]
+struct GateEvents(Arc<Mutex<Vec<Duration>>>);
+
+impl Observer for GateEvents {
+    fn on_gate_closed(&self, gate: &GateClosed<'_>) {
+        self.0.lock().unwrap().push(gate.duration);
+    }
+}
+
+// ----------------------------- 4. a dropped retry gives its token back ----
+
+/// A budget of one retry: a task granted it and dropped while it waited
+/// gives it back, so the next task's retry is not refused.
+#[tokio::test]
+async fn a_task_dropped_while_it_waits_for_a_budgeted_retry_gives_the_token_back() {
+    let (server, seen) = scripted(|_, i| if i < 2 { status(429) } else { ok() }).await;
+    let policy = exact().retry_budget(RetryBudget::new(0.01, 0.0));
+    let client = client_with(RetryAfterMiddleware::new(policy));
+    // Its retry waits the 2 s fallback: given up on after 300 ms.
+    let dropped =
+        tokio::time::timeout(Duration::from_millis(300), client.get(server.uri()).send()).await;
+    assert!(dropped.is_err(), "the first task ended: {dropped:?}");
+    let resp = client.get(server.uri()).send().await.unwrap();
+    assert_eq!(
+        stop_code(&resp),
+        None,
+        "the second task's retry was refused"
+    );
+    assert_eq!(resp.status(), 200);
+    assert_eq!(report(&resp).attempts(), 2);
+    assert_eq!(seen.all().len(), 3);
 }
 
 // ----------------------------- 2. an enormous Retry-After closes the gate ----

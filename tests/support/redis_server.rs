@@ -20,6 +20,8 @@ pub struct RedisServer {
     child: Option<Child>,
     port: u16,
     dir: PathBuf,
+    /// Arguments after the defaults (see [`RedisServer::start_with`]).
+    extra: Vec<String>,
 }
 
 /// Why [`RedisServer::try_start`] could not start a server.
@@ -67,9 +69,22 @@ impl RedisServer {
         Self::try_start().unwrap_or_else(|e| panic!("{e}"))
     }
 
+    /// Starts a fresh server on a free port with `args` after the default
+    /// arguments (e.g. `["--cluster-enabled", "yes"]`; relative paths are
+    /// in the server's temp dir); panics if it cannot.
+    pub fn start_with(args: &[&str]) -> Self {
+        Self::try_start_with(args).unwrap_or_else(|e| panic!("{e}"))
+    }
+
     /// Starts a fresh server on a free port (trying up to 5 of them), or
     /// says why it could not.
     pub fn try_start() -> Result<Self, StartError> {
+        Self::try_start_with(&[])
+    }
+
+    /// [`try_start`](Self::try_start) with `args` after the default
+    /// arguments.
+    pub fn try_start_with(args: &[&str]) -> Result<Self, StartError> {
         for _ in 0..5 {
             let port = free_port()
                 .map_err(|e| StartError::Failed(format!("no free loopback port: {e}")))?;
@@ -89,6 +104,7 @@ impl RedisServer {
                 child: None,
                 port,
                 dir,
+                extra: args.iter().map(|&a| a.to_owned()).collect(),
             };
             // Another process may have taken the port meanwhile: try another.
             if server.spawn()? {
@@ -109,6 +125,7 @@ impl RedisServer {
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .arg("--dir")
             .arg(&self.dir)
+            .args(&self.extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())

@@ -15,4 +15,5 @@ mod keys;
 mod leases;
 mod limit_server;
 mod multi_process;
+mod review;
 mod support;
