@@ -122,14 +122,19 @@ mod util;
 pub use budget::RetryBudget;
 pub use error::Error;
 pub use extensions::{Attempt, Deadline, IdempotencyKey, IdempotencyKeyForm, RetryReport};
-pub use middleware::{IDEMPOTENCY_KEY, RetryAfterMiddleware, is_idempotent};
+pub use middleware::RetryAfterMiddleware;
+#[doc(hidden)]
+pub use middleware::{IDEMPOTENCY_KEY, is_idempotent};
 pub use planner::{HintSource, StopReason};
-pub use policy::{Fallback, InvalidPolicy, Limits, Policy};
-pub use ratelimit::{MAX_RATELIMIT_LEN, RateLimitHeaders, RateLimitHint, ResetFormat, parse_reset};
-pub use retry_after::{
-    Hint, InvalidReason, InvalidRetryAfter, MAX_RETRY_AFTER_LEN, RetryAfter, parse_retry_after,
-    server_date,
-};
+#[doc(hidden)]
+pub use policy::Limits;
+pub use policy::{Fallback, InvalidPolicy, Policy};
+#[doc(hidden)]
+pub use ratelimit::MAX_RATELIMIT_LEN;
+pub use ratelimit::{RateLimitHeaders, RateLimitHint, ResetFormat, parse_reset};
+pub use retry_after::{Hint, InvalidReason, InvalidRetryAfter, RetryAfter, parse_retry_after};
+#[doc(hidden)]
+pub use retry_after::{MAX_RETRY_AFTER_LEN, server_date};
 #[cfg(feature = "reqwest-tracing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "reqwest-tracing")))]
 pub use span_backend::{HTTP_REQUEST_RESEND_COUNT, ResendCountSpanBackend};

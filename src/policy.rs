@@ -350,6 +350,7 @@ impl Policy {
     /// let limits = Policy::default().max_attempts(4).limits();
     /// assert_eq!(limits.max_attempts, 4);
     /// ```
+    #[doc(hidden)]
     #[must_use]
     pub fn limits(&self) -> Limits {
         Limits {

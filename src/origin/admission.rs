@@ -17,9 +17,9 @@ pub enum Admission {
     /// come back then and ask again (the pace is learned when it reopens).
     GateClosed(Duration),
     /// A paced slot is reserved this far from now: send then, after
-    /// [`confirm`](OriginState::confirm)ing it (the gate may have closed
+    /// [`confirm`](super::OriginState::confirm)ing it (the gate may have closed
     /// again meanwhile). A task that does not send gives the
-    /// [`Reservation`] back ([`release`](OriginState::release)).
+    /// [`Reservation`] back ([`release`](super::OriginState::release)).
     SlotReserved(Duration, Reservation),
     /// The quota the server stated is spent: the origin is held this long
     /// from now (until the stated reset, at most the gate's cap), nothing
@@ -42,8 +42,8 @@ pub enum Admission {
 }
 
 /// What a [`SlotReserved`](Admission::SlotReserved) admission holds: given
-/// back with [`OriginState::release`] by a task that does not send, or
-/// settled with [`OriginState::confirm`] when its time has come.
+/// back with [`OriginState::release`](super::OriginState::release) by a task that does not send, or
+/// settled with [`OriginState::confirm`](super::OriginState::confirm) when its time has come.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reservation {
     /// The slot's time, on the store's clock.

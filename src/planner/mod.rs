@@ -41,6 +41,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+#[doc(hidden)]
 pub use keyed::{KeyInUse, KeyedPlanner};
 pub use plan::{Planner, TaskState};
 pub use pushback::Pushback;
@@ -102,7 +103,9 @@ impl fmt::Display for StopReason {
     }
 }
 
-/// Why a store call made on a task's behalf did not answer.
+/// Why a store call made on a task's behalf did not answer (the
+/// middleware's loop; not part of the documented planner).
+#[doc(hidden)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoreFault {
     /// The store failed, and fails closed.
@@ -122,7 +125,9 @@ impl StoreFault {
     }
 }
 
-/// The longest a task may wait for its origin, from [`Planner::admission_limit`].
+/// The longest a task may wait for its origin, from `Planner::admission_limit`
+/// (the middleware's loop; not part of the documented planner).
+#[doc(hidden)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AdmissionLimit {
     /// How long from now the task accepts to wait at the gate or for a slot.

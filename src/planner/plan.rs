@@ -275,6 +275,7 @@ impl Planner {
         }
     }
 
+    #[doc(hidden)]
     /// The retry-budget row: a retry the server gave no time for
     /// ([`HintSource::Fallback`]) needs a token from the client-wide
     /// budget; `granted` is the store's answer to that withdrawal. A retry
@@ -294,6 +295,7 @@ impl Planner {
         Decision::Stop(reason)
     }
 
+    #[doc(hidden)]
     /// Whether `decision` needs a token from the retry budget.
     #[must_use]
     pub fn needs_budget(&self, decision: &Decision) -> bool {
@@ -306,6 +308,7 @@ impl Planner {
         ) && self.policy.retry_budget.enabled
     }
 
+    #[doc(hidden)]
     /// What a pushed-back answer tells the origin's shared state: the
     /// server's time (uncapped; the gate caps it at `max_wait`), zero for a
     /// zero `Retry-After` (so an origin that keeps answering zero is held
@@ -328,6 +331,7 @@ impl Planner {
         Outcome::Pushback { retry_in }
     }
 
+    #[doc(hidden)]
     /// How long from `now` `task` may wait for its origin (at a closed gate
     /// or for a paced slot) before it sends, and why it stops if the origin
     /// cannot take it by then: the deadline less `send_reserve`
