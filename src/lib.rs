@@ -101,6 +101,7 @@
 pub mod budget;
 mod error;
 mod extensions;
+mod http_origin;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub mod metrics;

@@ -17,7 +17,7 @@ use tokio::time::Instant;
 
 use crate::error::Error;
 use crate::extensions::{Attempt, IdempotencyKey, RetryReport};
-use crate::middleware::{origin_of, same_origin};
+use crate::http_origin::{origin_of, same_origin};
 use crate::observe::{self, Observer, WaitReason, wall_in};
 use crate::origin::{Admission, Outcome};
 use crate::planner::{Claim, Decision, Planner, Pushback, StopReason, StoreFault, TaskState};
