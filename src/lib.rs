@@ -98,6 +98,7 @@
 )]
 #![forbid(unsafe_code)]
 
+mod admission;
 pub mod budget;
 mod error;
 mod extensions;

@@ -70,7 +70,9 @@ pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key
 /// with another retry middleware on the same statuses.
 pub struct RetryAfterMiddleware<S = MemoryStore> {
     planner: Result<Planner, InvalidPolicy>,
-    store: S,
+    /// Shared with what tasks leave running when they end (a lease's or a
+    /// slot's give-back the store did not finish at once).
+    store: Arc<S>,
     observer: Option<Arc<dyn Observer>>,
 }
 
@@ -119,7 +121,7 @@ impl<S: Store> RetryAfterMiddleware<S> {
         }
         RetryAfterMiddleware {
             planner,
-            store,
+            store: Arc::new(store),
             observer: None,
         }
     }
@@ -128,7 +130,7 @@ impl<S: Store> RetryAfterMiddleware<S> {
     pub fn try_with_store(policy: Policy, store: S) -> Result<Self, InvalidPolicy> {
         Ok(RetryAfterMiddleware {
             planner: Ok(Planner::new(policy)?),
-            store,
+            store: Arc::new(store),
             observer: None,
         })
     }

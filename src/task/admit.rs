@@ -6,7 +6,8 @@ use std::time::SystemTime;
 use tokio::time::Instant;
 
 use super::Task;
-use super::halt::{Halt, LeaseGuard, SlotGuard};
+use super::halt::{Halt, LeaseGuard};
+use crate::admission::{self, Slot};
 use crate::error::Error;
 use crate::extensions::IdempotencyKey;
 use crate::observe::{self, WaitReason};
@@ -26,7 +27,7 @@ impl<'a, S: Store> Task<'a, S> {
         match self.bounded_raw(self.store.acquire(&lease_key, ttl)).await {
             Some(Ok(Some(token))) => Ok(LeaseGuard {
                 store: self.store,
-                key: lease_key,
+                key: Some(lease_key),
                 token,
             }),
             Some(Ok(None)) => Err(Error::AlreadyActive),
@@ -47,24 +48,29 @@ impl<'a, S: Store> Task<'a, S> {
     pub(super) async fn admit(&mut self, now: Option<Instant>) -> Result<Instant, Halt> {
         let policy = self.planner.policy();
         let pacing = policy.pacing_config();
-        let mut deposit = self.state.attempts() == 0;
         let mut now = now;
+        if self.state.attempts() == 0
+            && let Some(deposit) = admission::deposit(&**self.store, &policy.retry_budget)
+        {
+            let (deposited, at_once) = self.bounded_ready(deposit).await;
+            deposited
+                .ok_or(Halt::Stop(StopReason::DeadlineExhausted))?
+                .map_err(Halt::Store)?;
+            if !at_once {
+                now = None;
+            }
+        }
         loop {
             let asked = now.take().unwrap_or_else(Instant::now);
             let limit = self.planner.admission_limit(&self.state, asked);
-            let (admission, at_once) = self
-                .bounded_ready(self.store.admit(
-                    &self.origin,
-                    pacing,
-                    &policy.retry_budget,
-                    limit.latest,
-                    deposit,
-                ))
-                .await;
-            let admission = admission
+            let Some(admit) = admission::admit(&**self.store, &self.origin, pacing, limit.latest)
+            else {
+                return Ok(asked);
+            };
+            let (admission, at_once) = self.bounded_ready(admit).await;
+            let (admission, on_fallback) = admission
                 .ok_or(Halt::Stop(StopReason::DeadlineExhausted))?
                 .map_err(Halt::Store)?;
-            deposit = false;
             let admitted = || if at_once { asked } else { Instant::now() };
             let wait = match admission {
                 Admission::Now => return Ok(admitted()),
@@ -102,11 +108,11 @@ impl<'a, S: Store> Task<'a, S> {
                 Admission::SlotReserved(d, reservation) => {
                     // Given back unless the slot is confirmed: the task may
                     // be dropped, or stop, while it waits.
-                    let mut slot = SlotGuard {
-                        store: self.store,
-                        origin: self.origin.clone(),
-                        reservation: Some(reservation),
+                    let slot = Slot {
+                        reservation,
+                        on_fallback,
                     };
+                    let permit = self.permit.take().with_slot(&self.origin, slot);
                     self.waiting(None, WaitReason::Pace, d);
                     let slept = Instant::now();
                     let sleep = Box::pin(tokio::time::sleep(d));
@@ -116,14 +122,15 @@ impl<'a, S: Store> Task<'a, S> {
                     // A probe rejected while we slept closed the gate again:
                     // queue anew instead of following it into the rejection
                     // (the store then takes the slot back).
-                    // Until the store answers, the slot is still ours to
-                    // give back.
-                    let gate = self
-                        .bounded_raw(self.store.confirm_slot(&self.origin, reservation))
+                    // Until the store answers, the slot is still the
+                    // permit's to give back.
+                    let confirm = Box::pin(permit.confirm());
+                    let (permit, gate) = self
+                        .bounded_raw(confirm)
                         .await
                         .ok_or(Halt::Stop(StopReason::DeadlineExhausted))?
                         .map_err(Halt::Store)?;
-                    slot.reservation = None;
+                    self.permit = permit;
                     if gate.is_none() {
                         return Ok(Instant::now());
                     }

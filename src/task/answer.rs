@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use super::Task;
 use super::halt::Contract;
 use super::log::log_decision;
+use crate::admission;
 use crate::http_origin::{origin_of, same_origin};
 use crate::observe::WaitReason;
 use crate::origin::Outcome;
@@ -83,15 +84,21 @@ impl<S: Store> Task<'_, S> {
             .await;
         if self.planner.needs_budget(&decision) {
             let budget = &policy.retry_budget;
-            let granted = self.bounded(self.store.withdraw_retry(budget)).await;
+            let granted = match admission::withdraw(&**self.store, budget) {
+                Some(withdraw) => self.bounded(withdraw).await,
+                None => Ok(true),
+            };
             let token = matches!(granted, Ok(true));
             decision = self
                 .planner
                 .spend_budget(&mut self.state, decision, granted);
-            // Held until the retry is sent; a stop gives it back at once.
-            self.retry_token = token && matches!(decision, Decision::Wait { .. });
-            if token && !self.retry_token {
-                self.store.refund_retry(budget);
+            if token {
+                // Held until the retry is sent; a stop gives it back at
+                // once (the permit dropped).
+                let permit = self.permit.take().with_token(budget);
+                if matches!(decision, Decision::Wait { .. }) {
+                    self.permit = permit;
+                }
             }
         }
         log_decision(&answered, &response, attempt, &hint, &self.state, &decision);
@@ -137,9 +144,10 @@ impl<S: Store> Task<'_, S> {
     /// response.
     pub(super) async fn record(&self, origin: &str, outcome: Outcome) {
         let pacing = self.planner.policy().pacing_config();
-        let result = self
-            .bounded_raw(self.store.record(origin, pacing, outcome))
-            .await;
+        let Some(record) = admission::record(&**self.store, origin, pacing, outcome) else {
+            return;
+        };
+        let result = self.bounded_raw(record).await;
         if let Some(Ok(Some(closed))) = &result {
             self.gate_closed(origin, *closed);
         }

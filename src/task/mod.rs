@@ -4,14 +4,16 @@
 //! then until the task ends: wait for the origin (gate, pace), claim an
 //! attempt, send it, and on a pushback ask the planner when to retry. Every
 //! store call goes through this module, bounded by the task's deadline;
-//! every decision is the planner's.
+//! every decision is the planner's, and every update the core's
+//! ([`admission`](crate::admission)).
 //!
 //! `mod.rs` is the loop; `admit.rs` the lease and the wait at the origin,
 //! `answer.rs` what an answer means, `report.rs` what the task tells the
-//! observer and the caller, `halt.rs` how a task ends early, `log.rs` its
-//! `tracing` event.
+//! observer and the caller, `permit.rs` what admission reserved,
+//! `halt.rs` how a task ends early, `log.rs` its `tracing` event.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::SystemTime;
 
@@ -30,16 +32,18 @@ mod admit;
 mod answer;
 mod halt;
 mod log;
+mod permit;
 mod report;
 
 use answer::answered_by;
 pub(crate) use halt::Contract;
 use halt::Halt;
+use permit::Permit;
 
 /// One task: its planner state, its origin and its last pushback.
 pub(crate) struct Task<'a, S: Store> {
     planner: &'a Planner,
-    store: &'a S,
+    store: &'a Arc<S>,
     observer: Option<&'a dyn Observer>,
     /// The origin the request is sent to (`scheme://host:port`).
     origin: String,
@@ -53,26 +57,23 @@ pub(crate) struct Task<'a, S: Store> {
     /// The origin and reason of the wait the observer was told of and not
     /// yet told the end of (only with an observer).
     pending_wait: Option<(String, WaitReason)>,
-    /// A retry token the budget granted to a retry not sent yet: given
-    /// back if the task ends first.
-    retry_token: bool,
+    /// What the next send holds (a retry token granted to it): given back
+    /// if the task ends first.
+    permit: Permit<'a, S>,
 }
 
-/// A task dropped while it waits still ends its wait for the observer, and
-/// gives back a retry token it was granted and did not use.
+/// A task dropped while it waits still ends its wait for the observer (and
+/// its permit, dropped after this, gives back what it holds).
 impl<S: Store> Drop for Task<'_, S> {
     fn drop(&mut self) {
         self.end_wait(true);
-        if self.retry_token {
-            self.store.refund_retry(&self.planner.policy().retry_budget);
-        }
     }
 }
 
 impl<'a, S: Store> Task<'a, S> {
     pub(crate) fn new(
         planner: &'a Planner,
-        store: &'a S,
+        store: &'a Arc<S>,
         observer: Option<&'a dyn Observer>,
         origin: String,
         deadline: Instant,
@@ -86,7 +87,7 @@ impl<'a, S: Store> Task<'a, S> {
             retry_at: None,
             last: None,
             pending_wait: None,
-            retry_token: false,
+            permit: Permit::new(store),
         }
     }
 
@@ -161,8 +162,8 @@ impl<'a, S: Store> Task<'a, S> {
                 let Some(this) = copy.or_else(|| original.take()) else {
                     return self.halt(Halt::Stop(StopReason::BodyNotReplayable));
                 };
-                // The retry a token was granted for is sent.
-                self.retry_token = false;
+                // The attempt leaves: what its permit holds is spent.
+                self.permit.take().send();
                 extensions.insert(Attempt::new(attempt));
                 if let Some(o) = self.observer {
                     o.on_send(&observe::Send {
