@@ -93,6 +93,9 @@ use std::future::Future;
 use std::time::Duration;
 
 mod coalesce;
+#[cfg(feature = "conformance")]
+#[cfg_attr(docsrs, doc(cfg(feature = "conformance")))]
+pub mod conformance;
 mod memory;
 mod now;
 
