@@ -21,8 +21,16 @@ use crate::util::detach;
 /// retry token, both or neither.
 pub(crate) struct Permit<'a, S: Store> {
     store: &'a Arc<S>,
+    /// Boxed: a permit holding nothing (the success path's) is two
+    /// pointers in the task's future.
+    held: Option<Box<Held<'a>>>,
+}
+
+/// What a [`Permit`] holds.
+#[derive(Default)]
+struct Held<'a> {
     /// The origin and the slot reserved there, until it is settled.
-    slot: Option<Box<(String, Slot)>>,
+    slot: Option<(String, Slot)>,
     /// The budget a retry token was withdrawn from, until the retry leaves.
     token: Option<&'a RetryBudget>,
 }
@@ -30,11 +38,7 @@ pub(crate) struct Permit<'a, S: Store> {
 impl<'a, S: Store> Permit<'a, S> {
     /// A permit holding nothing.
     pub(crate) fn new(store: &'a Arc<S>) -> Self {
-        Permit {
-            store,
-            slot: None,
-            token: None,
-        }
+        Permit { store, held: None }
     }
 
     /// What this permit holds, moved into a new one; this one is left
@@ -42,20 +46,23 @@ impl<'a, S: Store> Permit<'a, S> {
     pub(crate) fn take(&mut self) -> Self {
         Permit {
             store: self.store,
-            slot: self.slot.take(),
-            token: self.token.take(),
+            held: self.held.take(),
         }
+    }
+
+    fn held(&mut self) -> &mut Held<'a> {
+        self.held.get_or_insert_with(Box::default)
     }
 
     /// Holds a slot `origin` reserved.
     pub(crate) fn with_slot(mut self, origin: &str, slot: Slot) -> Self {
-        self.slot = Some(Box::new((origin.to_owned(), slot)));
+        self.held().slot = Some((origin.to_owned(), slot));
         self
     }
 
     /// Holds a retry token withdrawn from `budget`.
     pub(crate) fn with_token(mut self, budget: &'a RetryBudget) -> Self {
-        self.token = Some(budget);
+        self.held().token = Some(budget);
         self
     }
 
@@ -66,33 +73,33 @@ impl<'a, S: Store> Permit<'a, S> {
     /// is still the permit's to give back: dropped meanwhile, or failed,
     /// it gives the slot back.
     pub(crate) async fn confirm(mut self) -> Result<(Self, Option<Duration>), StoreError> {
-        let Some(held) = self.slot.as_deref() else {
+        let Some((origin, slot)) = self.held.as_deref().and_then(|h| h.slot.as_ref()) else {
             return Ok((self, None));
         };
-        let (origin, slot) = held;
         let gate = admission::confirm(&**self.store, origin, *slot).await?;
-        self.slot = None;
+        self.held().slot = None;
         Ok((self, gate))
     }
 
     /// The attempt leaves: the token is spent, and a slot still held (none
     /// is, after [`confirm`](Self::confirm)) is used.
     pub(crate) fn send(mut self) {
-        self.slot = None;
-        self.token = None;
+        self.held = None;
     }
 }
 
 impl<S: Store> Drop for Permit<'_, S> {
     fn drop(&mut self) {
-        if let Some(held) = self.slot.take() {
+        let Some(held) = self.held.take() else {
+            return;
+        };
+        if let Some((origin, slot)) = held.slot {
             let store = Arc::clone(self.store);
             detach(Box::pin(async move {
-                let (origin, slot) = *held;
                 let _ = admission::release(&*store, &origin, slot).await;
             }));
         }
-        if let Some(budget) = self.token.take().copied() {
+        if let Some(budget) = held.token.copied() {
             let store = Arc::clone(self.store);
             detach(Box::pin(async move {
                 let _ = admission::refund(&*store, &budget).await;
