@@ -11,8 +11,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::budget::RetryBudget;
-use crate::origin::{Admission, OriginState, Outcome, PacingConfig, Reservation};
-use crate::store::{Now, Store, StoreError};
+use crate::origin::{Admission, Outcome, PacingConfig, Reservation};
+use crate::store::{Store, StoreError};
 
 /// A paced slot an admission reserved, and on which of the store's states
 /// (a store failing over reserves on its stand-in).
@@ -99,17 +99,6 @@ pub(crate) fn record<'s, S: Store>(
     outcome: Outcome,
 ) -> Option<impl Future<Output = Result<Option<Duration>, StoreError>> + Send + 's> {
     pacing.gate.then(|| store.record(origin, pacing, outcome))
-}
-
-/// The step of [`Store::record`]: the answer's times count from when it was
-/// received, `now.late()` before the store's time.
-pub(crate) fn observe(
-    state: &mut OriginState,
-    pacing: PacingConfig,
-    outcome: Outcome,
-    now: Now,
-) -> Option<Duration> {
-    state.observe_late(pacing, now.time(), now.late(), outcome)
 }
 
 /// Takes one retry from the client-wide budget; `false` when it is empty.

@@ -186,9 +186,9 @@ impl StoreError {
 /// - An update future dropped before it answered has applied `f` once or
 ///   not at all.
 ///
-/// The conformance suite (feature `conformance`) checks all of these.
-/// Nothing needs renewing: a lease is taken for the task's time to its
-/// deadline.
+/// The conformance suite (feature `conformance`) checks them, but for the
+/// last, which no caller can see. Nothing needs renewing: a lease is taken
+/// for the task's time to its deadline.
 pub trait Store: Send + Sync + 'static {
     /// Takes the lease of `key` for at most `ttl` (the task's time to its
     /// deadline, so a lease whose owner vanished frees itself).
@@ -258,7 +258,7 @@ pub trait Store: Send + Sync + 'static {
         outcome: Outcome,
     ) -> impl Future<Output = Result<Option<Duration>, StoreError>> + Send {
         self.update_origin(origin, move |state, now| {
-            crate::admission::observe(state, pacing, outcome, now)
+            observe(state, pacing, outcome, now)
         })
     }
 
@@ -270,4 +270,16 @@ pub trait Store: Send + Sync + 'static {
         let budget = *budget;
         self.update_budget(move |state, now| state.deposit(&budget, now.time()))
     }
+}
+
+/// What an answer does to its origin's state, the step of
+/// [`Store::record`]: its times count from when it was received,
+/// `now.late()` before the store's time.
+fn observe(
+    state: &mut OriginState,
+    pacing: PacingConfig,
+    outcome: Outcome,
+    now: Now,
+) -> Option<Duration> {
+    state.observe_late(pacing, now.time(), now.late(), outcome)
 }

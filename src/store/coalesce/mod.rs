@@ -198,9 +198,8 @@ impl<S: Store + Clone> Store for Coalesced<S> {
             return Ok(None);
         }
         // Its times count from the answer, not from when it is applied.
-        let observe = move |state: &mut OriginState, now| {
-            crate::admission::observe(state, pacing, outcome, now)
-        };
+        let observe =
+            move |state: &mut OriginState, now| super::observe(state, pacing, outcome, now);
         self.queued(origin, true, IfAbandoned::Apply, observe).await
     }
 

@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use tokio::task::JoinSet;
 
-use super::{LeaseToken, Store};
+use super::{LeaseToken, Store, StoreError};
 use crate::budget::RetryBudget;
 use crate::origin::{Admission, OriginState, Outcome, PacingConfig, Reservation};
 
@@ -61,9 +61,7 @@ where
 /// A held lease refuses its key, not another; a release frees it.
 pub async fn leases_exclude<S: Store>(store: S) {
     let key = "conformance:exclude";
-    let token = lease(&store, key, LATEST)
-        .await
-        .expect("a free key's lease");
+    let token = held(lease(&store, key, LATEST).await, "a free key");
     assert_eq!(
         lease(&store, key, LATEST).await,
         None,
@@ -94,9 +92,12 @@ pub async fn leases_expire<S: Store>(store: S) {
 pub async fn stale_release_changes_nothing<S: Store>(store: S) {
     let key = "conformance:stale";
     let stale = lease(&store, key, Duration::from_millis(100)).await;
-    let stale = stale.expect("a free key's lease");
+    let stale = held(stale, "a free key");
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let holder = lease(&store, key, LATEST).await.expect("an expired lease");
+    let holder = held(
+        lease(&store, key, LATEST).await,
+        "a key whose lease expired",
+    );
     release(&store, key, stale).await;
     assert_eq!(
         lease(&store, key, LATEST).await,
@@ -127,9 +128,9 @@ pub async fn one_lease_among_concurrent_acquires<S: Store + Clone>(store: S) {
 /// (open, not paced) and is kept; the store's time never goes back.
 pub async fn origin_state_starts_new_and_stays<S: Store>(store: S) {
     let o = "http://conformance-new.test:80";
-    let (state, _) = store.read_origin(o).await.expect("read");
+    let (state, _) = store.read_origin(o).await.or_fail("read");
     assert_eq!(state, None, "an unknown origin has a state");
-    assert_eq!(store.gate(o).await.expect("gate"), None);
+    assert_eq!(store.gate(o).await.or_fail("gate"), None);
     let mut last = Duration::ZERO;
     for _ in 0..3 {
         let (fresh, now) = store
@@ -137,7 +138,7 @@ pub async fn origin_state_starts_new_and_stays<S: Store>(store: S) {
                 (s.gate_in(now.time()).is_none() && s.rate() == 0.0, now)
             })
             .await
-            .expect("update");
+            .or_fail("update");
         assert!(fresh, "a new origin's state is not open and unpaced");
         assert!(now.time() >= last, "the store's time went back");
         last = now.time();
@@ -148,8 +149,8 @@ pub async fn origin_state_starts_new_and_stays<S: Store>(store: S) {
     store
         .update_origin(o, move |s, now| s.observe(PACING, now.time(), back))
         .await
-        .expect("update");
-    let (state, now) = store.read_origin(o).await.expect("read");
+        .or_fail("update");
+    let (state, now) = store.read_origin(o).await.or_fail("read");
     let gate = state.and_then(|s| s.gate_in(now));
     assert!(gate.is_some(), "an update was not kept: {state:?}");
 }
@@ -166,7 +167,7 @@ pub async fn concurrent_admits_spend_a_stated_quota_once<S: Store + Clone>(store
     store
         .update_origin(o, move |s, now| s.observe(PACING, now.time(), quota))
         .await
-        .expect("update");
+        .or_fail("update");
     let admissions = concurrently(&store, 24, |s| async move { admit(&s, o).await }).await;
     let through = admissions.iter().filter(|a| sends(a)).count();
     let held = admissions
@@ -195,15 +196,15 @@ pub async fn concurrent_admits_never_exceed_a_learned_batch<S: Store + Clone>(st
         store
             .record(o, PACING, Outcome::Admitted)
             .await
-            .expect("record");
+            .or_fail("record");
     }
     let back = Outcome::Pushback {
         retry_in: Some(period),
     };
-    let closed = store.record(o, PACING, back).await.expect("record");
+    let closed = store.record(o, PACING, back).await.or_fail("record");
     assert!(closed.is_some(), "a pushback closed no gate");
     let give_up = tokio::time::Instant::now() + Duration::from_secs(5);
-    while store.gate(o).await.expect("gate").is_some() {
+    while store.gate(o).await.or_fail("gate").is_some() {
         assert!(
             tokio::time::Instant::now() < give_up,
             "the gate never reopened"
@@ -247,12 +248,12 @@ pub async fn another_handle_sees_a_pushback<S: Store + Clone>(store: S) {
     let back = Outcome::Pushback {
         retry_in: Some(Duration::from_secs(5)),
     };
-    let closed = store.record(o, PACING, back).await.expect("record");
+    let closed = store.record(o, PACING, back).await.or_fail("record");
     assert!(
         closed.is_some_and(|d| d <= Duration::from_secs(5)),
         "{closed:?}"
     );
-    let gate = other.gate(o).await.expect("gate");
+    let gate = other.gate(o).await.or_fail("gate");
     assert!(
         gate.is_some_and(|g| g > Duration::from_secs(4) && g <= Duration::from_secs(5)),
         "the other handle reads the gate as {gate:?}"
@@ -282,7 +283,7 @@ pub async fn budget_accounting_holds_under_concurrency<S: Store + Clone>(store: 
         "{n} of 120 withdrawals from a budget of 100 granted"
     );
     let deposits = concurrently(&store, 3, move |s| async move {
-        s.deposit(&budget).await.expect("deposit");
+        s.deposit(&budget).await.or_fail("deposit");
     })
     .await;
     assert_eq!(deposits.len(), 3);
@@ -293,7 +294,7 @@ pub async fn budget_accounting_holds_under_concurrency<S: Store + Clone>(store: 
     store
         .update_budget(move |b, now| b.refund(&budget, now.time()))
         .await
-        .expect("refund");
+        .or_fail("refund");
     assert!(withdraw(&store, budget).await, "a refund not withdrawn");
     assert!(!withdraw(&store, budget).await, "more than was refunded");
 }
@@ -321,11 +322,11 @@ where
 }
 
 async fn lease<S: Store>(store: &S, key: &str, ttl: Duration) -> Option<LeaseToken> {
-    store.acquire(key, ttl).await.expect("acquire")
+    store.acquire(key, ttl).await.or_fail("acquire")
 }
 
 async fn release<S: Store>(store: &S, key: &str, token: LeaseToken) {
-    store.release(key, token).await.expect("release");
+    store.release(key, token).await.or_fail("release");
 }
 
 async fn admit<S: Store>(store: &S, origin: &str) -> Admission {
@@ -334,14 +335,36 @@ async fn admit<S: Store>(store: &S, origin: &str) -> Admission {
             s.admit(PACING, now.time(), LATEST)
         })
         .await
-        .expect("update")
+        .or_fail("update")
 }
 
 async fn withdraw<S: Store>(store: &S, budget: RetryBudget) -> bool {
     store
         .update_budget(move |b, now| b.withdraw(&budget, now.time()))
         .await
-        .expect("update")
+        .or_fail("update")
+}
+
+/// A store's answer, or a failed check.
+trait OrFail<T> {
+    fn or_fail(self, what: &str) -> T;
+}
+
+impl<T> OrFail<T> for Result<T, StoreError> {
+    fn or_fail(self, what: &str) -> T {
+        match self {
+            Ok(t) => t,
+            Err(e) => panic!("{what} failed: {e}"),
+        }
+    }
+}
+
+/// The lease a check needs, or a failed check.
+fn held(token: Option<LeaseToken>, what: &str) -> LeaseToken {
+    match token {
+        Some(token) => token,
+        None => panic!("{what} was not leased"),
+    }
 }
 
 /// Whether a task admitted so leaves (now, or at its slot).
