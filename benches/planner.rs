@@ -197,7 +197,7 @@ fn store_run(keys: &[String]) -> ((f64, f64), isize) {
         let per_entry = before.per_entry(keys.len());
         assert_eq!(store.active_keys(), keys.len());
         for (k, token) in keys.iter().zip(&tokens) {
-            store.release(k, *token);
+            let _ = store.release(k, *token).await;
         }
         let retained = before.retained();
         assert_eq!(store.active_keys(), 0);

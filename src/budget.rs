@@ -92,11 +92,12 @@ pub struct BudgetState {
 }
 
 impl BudgetState {
-    /// A full budget at `now`.
+    /// A full budget at `now` (whatever its [`RetryBudget`]'s capacity:
+    /// the first step taken on it caps the balance).
     #[must_use]
-    pub fn new(budget: &RetryBudget, now: Duration) -> Self {
+    pub fn new(now: Duration) -> Self {
         BudgetState {
-            tokens: budget.capacity(),
+            tokens: f64::INFINITY,
             updated: now,
         }
     }
@@ -105,16 +106,6 @@ impl BudgetState {
         let elapsed = now.saturating_sub(self.updated).as_secs_f64();
         self.tokens = (self.tokens + elapsed * budget.min_per_sec).min(budget.capacity());
         self.updated = self.updated.max(now);
-    }
-
-    /// The balance in `slot`, made full at `now` if there is none yet: the
-    /// step both stores take inside their atomic sections.
-    pub(crate) fn slot<'s>(
-        slot: &'s mut Option<Self>,
-        budget: &RetryBudget,
-        now: Duration,
-    ) -> &'s mut Self {
-        slot.get_or_insert_with(|| BudgetState::new(budget, now))
     }
 
     /// A first send at `now` deposits its share.
@@ -145,7 +136,8 @@ impl BudgetState {
         self.tokens = (self.tokens + 1.0).min(budget.capacity());
     }
 
-    /// Retries currently available.
+    /// Retries available when the balance was last updated (infinite for
+    /// a new, full budget no step was taken on yet).
     #[must_use]
     pub fn tokens(&self) -> f64 {
         self.tokens
@@ -171,7 +163,8 @@ impl BudgetState {
         }
         let tokens: f64 = it.next()?.parse().ok()?;
         let updated = Duration::from_nanos(it.next()?.parse().ok()?);
-        if it.next().is_some() || !tokens.is_finite() || tokens < 0.0 {
+        // `inf`: a new, full budget.
+        if it.next().is_some() || tokens.is_nan() || tokens < 0.0 {
             return None;
         }
         Some(BudgetState { tokens, updated })
@@ -188,7 +181,9 @@ mod tests {
 
     #[test]
     fn state_round_trips_through_its_text_form() {
-        let b = BudgetState::new(&RetryBudget::default(), ms(5));
+        let mut b = BudgetState::new(ms(5));
+        assert_eq!(BudgetState::decode(&b.encode()), Some(b));
+        b.deposit(&RetryBudget::default(), ms(6));
         assert_eq!(BudgetState::decode(&b.encode()), Some(b));
         assert_eq!(BudgetState::decode("b1 NaN 3"), None);
     }
@@ -196,7 +191,7 @@ mod tests {
     #[test]
     fn budget_spends_and_refills() {
         let b = RetryBudget::new(0.5, 1.0);
-        let mut s = BudgetState::new(&b, ms(0));
+        let mut s = BudgetState::new(ms(0));
         let cap = b.capacity();
         let mut granted = 0;
         while s.withdraw(&b, ms(0)) {

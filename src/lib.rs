@@ -51,6 +51,8 @@
 //!   waiting tasks, through the `metrics` facade.
 //! - `reqwest-tracing` (opt-in): `ResendCountSpanBackend`, reqwest-tracing's
 //!   default span plus OpenTelemetry's `http.request.resend_count`.
+//! - `conformance` (opt-in): `store::conformance`, the checks a
+//!   [`Store`] of your own must pass, to run in your tests.
 //!
 //! # Tracing events
 //!
@@ -87,8 +89,8 @@
 //!   already planned).
 //! - `code`: the stop code ([`StopReason::code`]).
 //! - `operation`: the Redis store operation that failed (`acquire`,
-//!   `admit`, `gate`, `record`, `withdraw_retry`); `error`: the Redis
-//!   client's error, or the policy's [`InvalidPolicy`] message.
+//!   `read_origin`, `update_origin`, `update_budget`, `record`); `error`:
+//!   the Redis client's error, or the policy's [`InvalidPolicy`] message.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(
     missing_docs,
@@ -98,9 +100,11 @@
 )]
 #![forbid(unsafe_code)]
 
+mod admission;
 pub mod budget;
 mod error;
 mod extensions;
+mod http_origin;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub mod metrics;
@@ -138,4 +142,7 @@ pub use retry_after::{MAX_RETRY_AFTER_LEN, server_date};
 #[cfg(feature = "reqwest-tracing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "reqwest-tracing")))]
 pub use span_backend::{HTTP_REQUEST_RESEND_COUNT, ResendCountSpanBackend};
+#[cfg(feature = "conformance")]
+#[cfg_attr(docsrs, doc(cfg(feature = "conformance")))]
+pub use store::conformance;
 pub use store::{MemoryStore, Store};

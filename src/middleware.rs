@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use crate::error::Error;
 use crate::extensions::{Deadline, IdempotencyKey};
+use crate::http_origin::origin_of;
 use crate::observe::Observer;
 use crate::planner::Planner;
 use crate::policy::{InvalidPolicy, Policy};
@@ -69,7 +70,9 @@ pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key
 /// with another retry middleware on the same statuses.
 pub struct RetryAfterMiddleware<S = MemoryStore> {
     planner: Result<Planner, InvalidPolicy>,
-    store: S,
+    /// Shared with what tasks leave running when they end (a lease's or a
+    /// slot's give-back the store did not finish at once).
+    store: Arc<S>,
     observer: Option<Arc<dyn Observer>>,
 }
 
@@ -118,7 +121,7 @@ impl<S: Store> RetryAfterMiddleware<S> {
         }
         RetryAfterMiddleware {
             planner,
-            store,
+            store: Arc::new(store),
             observer: None,
         }
     }
@@ -127,7 +130,7 @@ impl<S: Store> RetryAfterMiddleware<S> {
     pub fn try_with_store(policy: Policy, store: S) -> Result<Self, InvalidPolicy> {
         Ok(RetryAfterMiddleware {
             planner: Ok(Planner::new(policy)?),
-            store,
+            store: Arc::new(store),
             observer: None,
         })
     }
@@ -155,39 +158,6 @@ pub fn is_idempotent(method: &Method) -> bool {
         *method,
         Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE
     )
-}
-
-/// Whether `url` has the origin `origin` (as [`origin_of`] writes it),
-/// without building a string.
-pub(crate) fn same_origin(origin: &str, url: &reqwest::Url) -> bool {
-    let Some(rest) = origin
-        .strip_prefix(url.scheme())
-        .and_then(|r| r.strip_prefix("://"))
-        .and_then(|r| r.strip_prefix(url.host_str().unwrap_or("")))
-        .and_then(|r| r.strip_prefix(':'))
-    else {
-        return false;
-    };
-    let mut port = itoa::Buffer::new();
-    rest == port.format(url.port_or_known_default().unwrap_or(0))
-}
-
-/// `scheme://host:port` of a URL: what logs and store keys may carry
-/// (never a path's query, user info or fragment).
-pub(crate) fn origin_of(url: &reqwest::Url) -> String {
-    // Built by hand: this runs on every request, and `format!` costs more
-    // than the rest of the success path's bookkeeping.
-    let scheme = url.scheme();
-    let host = url.host_str().unwrap_or("");
-    let mut port = itoa::Buffer::new();
-    let port = port.format(url.port_or_known_default().unwrap_or(0));
-    let mut origin = String::with_capacity(scheme.len() + host.len() + 9);
-    origin.push_str(scheme);
-    origin.push_str("://");
-    origin.push_str(host);
-    origin.push(':');
-    origin.push_str(port);
-    origin
 }
 
 impl<S: Store> RetryAfterMiddleware<S> {
@@ -284,43 +254,6 @@ impl<S: Store> Middleware for RetryAfterMiddleware<S> {
                 Box::pin(task.run(Some(start), Some(req), key, contract, extensions, next))
             }
             Err(e) => Box::pin(std::future::ready(Err(e.into()))),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn another_origin_is_not_the_same() {
-        let url = reqwest::Url::parse("http://h:8080/").expect("valid url");
-        for other in [
-            "http://h:80",
-            "https://h:8080",
-            "http://g:8080",
-            "http://h:8080/",
-            "http://h",
-        ] {
-            assert!(!super::same_origin(other, &url), "{other}");
-        }
-    }
-
-    #[test]
-    fn origin_is_scheme_host_port_only() {
-        let cases = [
-            (
-                "https://user:secret@example.com/a?token=x#f",
-                "https://example.com:443",
-            ),
-            ("http://127.0.0.1:8080/", "http://127.0.0.1:8080"),
-            ("http://[::1]:1/", "http://[::1]:1"),
-            ("http://h:65535", "http://h:65535"),
-            ("http://h:0", "http://h:0"),
-            ("http://h/", "http://h:80"),
-        ];
-        for (url, origin) in cases {
-            let url = reqwest::Url::parse(url).expect("valid url");
-            assert_eq!(super::origin_of(&url), origin);
-            assert!(super::same_origin(origin, &url));
         }
     }
 }

@@ -1,7 +1,12 @@
-//! Small helpers the layers share: time and memory bounds. Depends on
-//! nothing else in the crate, so every layer may use it.
+//! Small helpers the layers share: time, memory bounds, locks, and work
+//! left to run when nobody waits for it. Depends on nothing else in the
+//! crate, so every layer may use it.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Mutex, MutexGuard};
+use std::task::{Context, Waker};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -24,4 +29,30 @@ pub(crate) fn far_future(now: Instant) -> Instant {
 /// `d` in whole nanoseconds, saturating (for the stores' text forms).
 pub(crate) fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Locks a mutex whose data stays consistent even if a holder panicked
+/// (every update under these locks is a single assignment).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Work that runs to its end though nobody waits for it (a guard's `Drop`
+/// giving something back).
+pub(crate) type Detached = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
+/// Runs `work` without waiting for it: polled once here (a store that
+/// answers at once is done before this returns), and, if it is not done,
+/// as a task of its own on the current runtime. Without a runtime nothing
+/// runs: what it would give back passes unused (a slot's time comes, a
+/// lease's TTL ends).
+pub(crate) fn detach(mut work: Detached) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let mut cx = Context::from_waker(Waker::noop());
+    if work.as_mut().poll(&mut cx).is_pending() {
+        // The runtime polls it again at once, with a waker of its own.
+        runtime.spawn(work);
+    }
 }

@@ -10,8 +10,8 @@ use redis::Value;
 use tokio::time::Instant;
 
 use super::scripts::parse_time_and_value;
-use super::{RedisStore, millis};
-use crate::store::lock;
+use super::{Redis, millis};
+use crate::util::lock;
 
 /// How often the held leases are re-asserted, at most.
 const EVERY: Duration = Duration::from_secs(1);
@@ -25,7 +25,7 @@ pub(super) const FREED_FOR: Duration = Duration::from_secs(2);
 /// set leases; below [`FREED_FOR`].
 const REASSERT_WITHIN: Duration = Duration::from_secs(1);
 
-impl RedisStore {
+impl Redis {
     /// Notes a lease this process holds, and starts the heartbeat unless it
     /// runs.
     pub(super) fn hold(&self, redis_key: String, token: u64, expires: Instant) {

@@ -12,9 +12,10 @@
 //! [`RedisStore::restart_grace`]), and a re-assertion sent before a release
 //! must not set the released lease again.
 //! Origin and budget state is read and replaced by a compare-and-set script;
-//! the new state is computed in Rust by the same pure functions the
-//! in-memory store uses ([`OriginState`](crate::origin::OriginState), [`BudgetState`](crate::budget::BudgetState)), so the Lua side
-//! holds no decision logic. Every time in shared state is read on Redis's
+//! the new state is computed in Rust by the update the core passes in, the
+//! same for every store ([`OriginState`](crate::origin::OriginState),
+//! [`BudgetState`](crate::budget::BudgetState)), so the Lua side holds no
+//! decision logic. Every time in shared state is read on Redis's
 //! clock (`TIME`, returned by the scripts), so workers never compare skewed
 //! clocks; each process turns "wait this long" into its own
 //! [`tokio::time::Instant`]. Every key carries a TTL (a lease: the task's
@@ -22,10 +23,11 @@
 //! crashed worker leaks nothing and its lease frees itself.
 //!
 //! Each process also keeps its own leases (so exclusion within the process
-//! holds while Redis is away), counts its 2xx answers and budget deposits
-//! locally, and folds them into Redis at most every 100 ms or with its next
-//! write to the same key: a burst of successes costs a few round trips, not
-//! one per request.
+//! holds while Redis is away). Its writes go through
+//! [`Coalesced`](crate::store::Coalesced): one writer per origin, and 2xx
+//! answers and budget deposits counted locally and folded into Redis at
+//! most every 100 ms or with its next write to the same key: a burst of
+//! successes costs a few round trips, not one per request.
 //!
 //! When Redis cannot answer within `op_timeout` (per round trip), the
 //! [`FailMode`] decides: fail open to this process's local state (the
@@ -36,25 +38,22 @@
 //! What it does not promise (a step of Redis's clock, a failover to a
 //! replica, Redis Cluster) is in [`RedisStore`]'s docs.
 
-mod batched;
-mod counted;
+mod fallback;
+mod handle;
 mod heartbeat;
+mod leases;
+mod primitive;
 mod scripts;
-mod store;
 mod update;
 
-use std::collections::HashMap;
-use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::Instant;
-
-use redis::Script;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
-use crate::store::{MemoryStore, StoreError, lock};
-use scripts::{ACQUIRE, CAS, READ, REASSERT, RELEASE};
+use crate::store::{Coalesced, MemoryStore, StoreError};
+use handle::{Redis, cluster_refused, millis, unavailable};
+use update::UPDATE_ROUND_TRIPS;
 
 /// What a [`RedisStore`] does when Redis does not answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -73,8 +72,6 @@ const BUDGET_IDLE: Duration = Duration::from_secs(60);
 /// writes an origin's state on every admission, and four processes booking
 /// slots at once met 64 failed rounds 2 to 3 times in 10,000 tasks.
 const CAS_ROUNDS: u32 = 256;
-/// Locally counted successes and deposits are written at least this often.
-const FLUSH_EVERY: Duration = Duration::from_millis(100);
 
 /// A [`Store`](crate::Store) in Redis, shared by every process that uses the same Redis
 /// and key prefix.
@@ -134,75 +131,25 @@ const FLUSH_EVERY: Duration = Duration::from_millis(100);
 ///   that error, in both fail modes, with an `error` event.
 #[derive(Clone)]
 pub struct RedisStore {
-    conn: ConnectionManager,
-    prefix: Arc<str>,
-    fail_mode: FailMode,
-    op_timeout: Duration,
-    restart_grace: Duration,
-    local: MemoryStore,
-    shared: Arc<Shared>,
+    /// Redis itself (leases, and each update one compare-and-set), behind
+    /// this process's write coalescing.
+    updates: Coalesced<Redis>,
 }
 
 /// The default [`RedisStore::restart_grace`].
 const RESTART_GRACE: Duration = Duration::from_secs(3);
 
-/// Per-process state behind a [`RedisStore`] and its clones.
-struct Shared {
-    /// One write per key at a time from this process, so that a burst of
-    /// tasks does not turn into a compare-and-set race among themselves.
-    key_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-    /// Origin operations waiting for this process's one writer of their
-    /// key (see `update_origin`).
-    origin_queues: Mutex<HashMap<String, batched::OriginQueue>>,
-    /// Releases sent to Redis but maybe not applied yet: lease key →
-    /// (token, when the lease expires in any case).
-    releasing: Mutex<HashMap<String, (u64, Instant)>>,
-    /// 2xx answers not yet written, by origin key.
-    successes: Mutex<HashMap<String, counted::Unwritten>>,
-    /// Budget deposits not yet written.
-    deposits: Mutex<counted::Unwritten>,
-    /// The leases this process holds (granted by Redis, or locally while
-    /// failing open): Redis key → (token, expiry), re-asserted by the
-    /// heartbeat.
-    held: Mutex<HashMap<String, (u64, Instant)>>,
-    /// Whether the task re-asserting `held` runs.
-    heartbeat: AtomicBool,
-    /// Whether the server is a Redis Cluster node, once asked (by
-    /// `connect`, or after the first answer of a lazy connection).
-    cluster: tokio::sync::OnceCell<bool>,
-    read: Script,
-    cas: Script,
-    acquire: Script,
-    release: Script,
-    reassert: Script,
-}
-
 impl std::fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The connection's address may carry credentials: never printed.
+        let redis = self.redis();
         f.debug_struct("RedisStore")
-            .field("prefix", &self.prefix)
-            .field("fail_mode", &self.fail_mode)
-            .field("op_timeout", &self.op_timeout)
-            .field("restart_grace", &self.restart_grace)
+            .field("prefix", &redis.prefix)
+            .field("fail_mode", &redis.fail_mode)
+            .field("op_timeout", &redis.op_timeout)
+            .field("restart_grace", &redis.restart_grace)
             .finish_non_exhaustive()
     }
-}
-
-/// What every operation fails with on a Redis Cluster node.
-fn cluster_refused() -> StoreError {
-    StoreError::new(
-        "redis: Redis Cluster is not supported yet; connect to a single Redis (the server says cluster_enabled:1)",
-    )
-}
-
-fn unavailable(e: &redis::RedisError) -> StoreError {
-    // The kind only: a Redis error's text can name the server's address.
-    StoreError::new(format!("redis: {:?}", e.kind()))
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
 impl RedisStore {
@@ -220,11 +167,11 @@ impl RedisStore {
             .await
             .map_err(|e| unavailable(&e))?;
         let store = Self::with_connection(conn);
-        let cluster = store.ask_cluster().await?;
+        let cluster = store.redis().ask_cluster().await?;
         if cluster {
             return Err(cluster_refused());
         }
-        let _ = store.shared.cluster.set(cluster);
+        let _ = store.redis().shared.cluster.set(cluster);
         Ok(store)
     }
 
@@ -255,30 +202,22 @@ impl RedisStore {
     /// is found out as with [`connect_lazy`](Self::connect_lazy).
     #[must_use]
     pub fn with_connection(conn: ConnectionManager) -> Self {
-        let now = Instant::now();
+        let redis = Redis::new(conn, RESTART_GRACE);
+        let bound = Self::wait_bound(redis.op_timeout);
         RedisStore {
-            conn,
-            prefix: Arc::from("reqwest-backpressure:"),
-            fail_mode: FailMode::Open,
-            op_timeout: Duration::from_millis(500),
-            restart_grace: RESTART_GRACE,
-            local: MemoryStore::new(),
-            shared: Arc::new(Shared {
-                key_locks: Mutex::default(),
-                origin_queues: Mutex::default(),
-                releasing: Mutex::default(),
-                successes: Mutex::default(),
-                deposits: Mutex::new(counted::Unwritten::new(now)),
-                held: Mutex::default(),
-                heartbeat: AtomicBool::new(false),
-                cluster: tokio::sync::OnceCell::new(),
-                read: Script::new(READ),
-                cas: Script::new(CAS),
-                acquire: Script::new(ACQUIRE),
-                release: Script::new(RELEASE),
-                reassert: Script::new(REASSERT),
-            }),
+            updates: Coalesced::new(redis).timeout(bound),
         }
+    }
+
+    /// How long a call waits for its origin's writer: the batch being
+    /// written and its own, each bounded by the update's round trips.
+    fn wait_bound(op_timeout: Duration) -> Duration {
+        op_timeout.saturating_mul(2 * UPDATE_ROUND_TRIPS + 1)
+    }
+
+    /// Redis itself, behind the write coalescing.
+    fn redis(&self) -> &Redis {
+        self.updates.inner()
     }
 
     /// The prefix of every key this store writes (default
@@ -286,14 +225,14 @@ impl RedisStore {
     /// same prefix.
     #[must_use]
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = Arc::from(prefix.into());
+        self.updates.inner_mut().prefix = Arc::from(prefix.into());
         self
     }
 
     /// What to do when Redis does not answer (default [`FailMode::Open`]).
     #[must_use]
     pub fn fail_mode(mut self, mode: FailMode) -> Self {
-        self.fail_mode = mode;
+        self.updates.inner_mut().fail_mode = mode;
         self
     }
 
@@ -301,8 +240,10 @@ impl RedisStore {
     /// failure (default 500 ms).
     #[must_use]
     pub fn op_timeout(mut self, timeout: Duration) -> Self {
-        self.op_timeout = timeout;
-        self
+        self.updates.inner_mut().op_timeout = timeout;
+        RedisStore {
+            updates: self.updates.timeout(Self::wait_bound(timeout)),
+        }
     }
 
     /// How long after Redis starts no lease is given out when failing
@@ -322,7 +263,7 @@ impl RedisStore {
     /// wait after a restart.
     #[must_use]
     pub fn restart_grace(mut self, grace: Duration) -> Self {
-        self.restart_grace = grace;
+        self.updates.inner_mut().restart_grace = grace;
         self
     }
 
@@ -331,36 +272,6 @@ impl RedisStore {
     #[must_use]
     #[doc(hidden)]
     pub fn local(&self) -> &MemoryStore {
-        &self.local
-    }
-
-    fn lease_key(&self, key: &str) -> String {
-        // Hashed: an idempotency key may be guessable or sensitive, and the
-        // task key starts with the origin.
-        format!(
-            "{}lease:{}",
-            self.prefix,
-            sha1_smol::Sha1::from(key).digest()
-        )
-    }
-
-    fn origin_key(&self, origin: &str) -> String {
-        format!(
-            "{}origin:{}",
-            self.prefix,
-            sha1_smol::Sha1::from(origin).digest()
-        )
-    }
-
-    fn budget_key(&self) -> String {
-        format!("{}budget", self.prefix)
-    }
-
-    fn key_lock(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut locks = lock(&self.shared.key_locks);
-        if locks.len() > 1024 {
-            locks.retain(|_, l| Arc::strong_count(l) > 1);
-        }
-        Arc::clone(locks.entry(key.to_owned()).or_default())
+        &self.redis().local
     }
 }

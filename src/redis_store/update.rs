@@ -10,14 +10,14 @@ use redis::Value;
 use tokio::time::Instant;
 
 use super::scripts::parse_time_and_value;
-use super::{CAS_ROUNDS, FailMode, RedisStore, cluster_refused, millis, unavailable};
+use super::{CAS_ROUNDS, FailMode, Redis, cluster_refused, millis, unavailable};
 
 /// An update (lock wait and compare-and-set rounds) takes at most this many
 /// `op_timeout`s.
 pub(super) const UPDATE_ROUND_TRIPS: u32 = 4;
 use crate::store::StoreError;
 
-impl RedisStore {
+impl Redis {
     /// One round trip, bounded by `op_timeout`. Refused on a Redis Cluster
     /// node: the first answer from the server (a reply or a server's error)
     /// is followed by asking it whether it is one, once.

@@ -1,11 +1,13 @@
 //! What a task knows before it sends, how it ends early, and the guard
 //! that frees its key's lease however it ends.
 
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::error::Error;
 use crate::planner::{StopReason, StoreFault};
-use crate::store::{LeaseToken, Reservation, Store, StoreError};
+use crate::store::{LeaseToken, Store, StoreError};
+use crate::util::detach;
 
 /// What the request's contract allows, known before any send.
 #[derive(Debug, Clone, Copy)]
@@ -58,30 +60,20 @@ impl From<StoreFault> for Halt {
 /// Frees a key's lease when the task ends in any way: success, error, or
 /// the future being dropped mid-wait.
 pub(super) struct LeaseGuard<'a, S: Store> {
-    pub(super) store: &'a S,
-    pub(super) key: String,
+    pub(super) store: &'a Arc<S>,
+    /// `None` once handed to the release.
+    pub(super) key: Option<String>,
     pub(super) token: LeaseToken,
 }
 
 impl<S: Store> Drop for LeaseGuard<'_, S> {
     fn drop(&mut self) {
-        self.store.release(&self.key, self.token);
-    }
-}
-
-/// Gives a reserved paced slot back unless the task confirmed it: the task
-/// was dropped, stopped or failed while it waited for it.
-pub(super) struct SlotGuard<'a, S: Store> {
-    pub(super) store: &'a S,
-    pub(super) origin: String,
-    /// `None` once confirmed (or handed to the store to confirm).
-    pub(super) reservation: Option<Reservation>,
-}
-
-impl<S: Store> Drop for SlotGuard<'_, S> {
-    fn drop(&mut self) {
-        if let Some(reservation) = self.reservation.take() {
-            self.store.release_slot(&self.origin, reservation);
-        }
+        let Some(key) = self.key.take() else {
+            return;
+        };
+        let (store, token) = (Arc::clone(self.store), self.token);
+        detach(Box::pin(async move {
+            let _ = store.release(&key, token).await;
+        }));
     }
 }

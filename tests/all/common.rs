@@ -162,3 +162,18 @@ pub(crate) fn spawn_test_child(
     let err = read(Box::new(child.stderr.take().expect("stderr")));
     (child, out, err)
 }
+
+// ------------------------------------------------------------ store steps
+
+/// An admission at `origin` through `store`'s primitive (the step the
+/// middleware's core runs): `OriginState::admit` in one atomic update.
+pub(crate) async fn admit<S: Store>(
+    store: &S,
+    origin: &str,
+    pacing: reqwest_backpressure::origin::PacingConfig,
+    latest: Duration,
+) -> Result<reqwest_backpressure::origin::Admission, reqwest_backpressure::store::StoreError> {
+    store
+        .update_origin(origin, move |s, now| s.admit(pacing, now.time(), latest))
+        .await
+}

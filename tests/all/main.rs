@@ -3,6 +3,10 @@
 
 mod batches;
 mod common;
+#[cfg(feature = "conformance")]
+mod conformance;
+#[cfg(feature = "conformance")]
+mod external_store;
 mod fuzz;
 mod known_deviations;
 mod middleware;

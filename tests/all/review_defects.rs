@@ -12,7 +12,7 @@ use reqwest_backpressure::observe::{GateClosed, Observer};
 
 use reqwest_backpressure::origin::PacingConfig;
 use reqwest_backpressure::store::Outcome;
-use reqwest_backpressure::{Deadline, MemoryStore, RetryAfterMiddleware, RetryBudget, Store};
+use reqwest_backpressure::{Deadline, MemoryStore, RetryAfterMiddleware, Store};
 
 use crate::common::{
     client_with, exact, ok, our_code, report, scripted, status, stop_code, too_many,
@@ -272,14 +272,7 @@ async fn answers_without_a_time_cut_the_learned_pace_once_per_period() {
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_millis(1050)).await;
-    let _ = store
-        .admit(
-            origin,
-            cfg,
-            &RetryBudget::unlimited(),
-            Duration::from_secs(10),
-            true,
-        )
+    let _ = crate::common::admit(&store, origin, cfg, Duration::from_secs(10))
         .await
         .unwrap();
     let learned = store.origin_rate(origin).unwrap();

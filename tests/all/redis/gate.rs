@@ -114,18 +114,14 @@ async fn successes_reach_the_shared_pace_without_another_write() {
             pace: true,
             max_gate: Duration::from_secs(60),
         };
-        let budget = reqwest_backpressure::RetryBudget::unlimited();
         let o = "http://example.test:80";
         let m = reqwest_backpressure::MemoryStore::new();
         for _ in 0..50 {
-            let ad = b
-                .admit(o, cfg, &budget, Duration::from_secs(10), true)
+            let ad = admit(&b, o, cfg, Duration::from_secs(10))
                 .await
                 .expect("redis up");
             assert_eq!(ad, Admission::Now);
-            let _ = m
-                .admit(o, cfg, &budget, Duration::from_secs(10), true)
-                .await;
+            let _ = admit(&m, o, cfg, Duration::from_secs(10)).await;
         }
         for _ in 0..50 {
             b.record(o, cfg, Outcome::Admitted).await.expect("redis up");
@@ -138,13 +134,10 @@ async fn successes_reach_the_shared_pace_without_another_write() {
         a.record(o, cfg, back).await.expect("redis up");
         m.record(o, cfg, back).await.expect("memory");
         tokio::time::sleep(Duration::from_millis(1100)).await;
-        let _ = a
-            .admit(o, cfg, &budget, Duration::from_secs(10), false)
+        let _ = admit(&a, o, cfg, Duration::from_secs(10))
             .await
             .expect("redis up");
-        let _ = m
-            .admit(o, cfg, &budget, Duration::from_secs(10), false)
-            .await;
+        let _ = admit(&m, o, cfg, Duration::from_secs(10)).await;
         let mut conn = redis.conn();
         let k = keys(&mut conn, "rbp-learn:origin:*");
         let v: String = redis::cmd("GET")

@@ -242,7 +242,7 @@ async fn a_lease_that_timed_out_failing_closed_is_released_later() {
                 .await
                 .expect("redis up")
                 .expect("free");
-            s.release(key, t);
+            s.release(key, t).await.expect("released");
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
         redis.signal("-STOP");

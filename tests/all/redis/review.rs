@@ -59,7 +59,7 @@ async fn a_released_lease_never_comes_back() {
             tokio::time::sleep(Duration::from_millis(120)).await;
             for chunk in held.chunks(50) {
                 for (key, token) in chunk {
-                    a.release(key, *token);
+                    let _ = a.release(key, *token).await;
                 }
                 tokio::time::sleep(Duration::from_millis(3)).await;
             }
@@ -123,22 +123,17 @@ async fn eventually<T>(within: Duration, mut f: impl FnMut() -> Option<T>) -> Op
 async fn deposits_left_by_a_failed_write_reach_redis_without_a_withdrawal() {
     use reqwest_backpressure::RetryBudget;
     use reqwest_backpressure::budget::BudgetState;
-    use reqwest_backpressure::origin::{Admission, PacingConfig};
     bounded(Duration::from_secs(30), async {
         let redis = RedisServer::start();
         let prefix = "rbp-deposits:";
         let a = impatient_store(&redis, prefix).await;
         // One retry per deposit, no refill with time, 100 at most.
         let budget = RetryBudget::new(1.0, 0.0);
-        let ungated = PacingConfig {
-            gate: false,
-            pace: false,
-            max_gate: Duration::from_secs(60),
-        };
-        let first_send = || a.admit("http://b.test:80", ungated, &budget, Duration::ZERO, true);
+        // A first send deposits (counted, written within 100 ms).
+        let first_send = || a.deposit(&budget);
         // Empty the shared budget.
         let mut withdrawn = 0;
-        while a.withdraw_retry(&budget).await.expect("redis up") {
+        while withdraw(&a, budget).await.expect("redis up") {
             withdrawn += 1;
             assert!(withdrawn <= 100, "the budget holds at most 100");
         }
@@ -154,7 +149,7 @@ async fn deposits_left_by_a_failed_write_reach_redis_without_a_withdrawal() {
         // nothing else counted.
         redis.signal("-STOP");
         for _ in 0..10 {
-            assert_eq!(first_send().await, Ok(Admission::Now));
+            assert_eq!(first_send().await, Ok(()));
         }
         // The write (100 ms later) times out after 200 ms.
         tokio::time::sleep(Duration::from_millis(800)).await;
@@ -171,7 +166,7 @@ async fn deposits_left_by_a_failed_write_reach_redis_without_a_withdrawal() {
             );
             // Counted after the put-back: written as well.
             for _ in 0..then {
-                assert_eq!(first_send().await, Ok(Admission::Now));
+                assert_eq!(first_send().await, Ok(()));
             }
         }
     })
@@ -291,7 +286,6 @@ async fn a_pushback_whose_caller_went_away_still_closes_the_shared_gate() {
 /// probe of a reopened gate, which the next caller must get.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_admission_whose_caller_went_away_reserves_nothing() {
-    use reqwest_backpressure::RetryBudget;
     use reqwest_backpressure::origin::{Admission, PacingConfig};
     use reqwest_backpressure::store::Outcome;
     bounded(Duration::from_secs(30), async {
@@ -304,7 +298,6 @@ async fn an_admission_whose_caller_went_away_reserves_nothing() {
             pace: true,
             max_gate: Duration::from_secs(60),
         };
-        let budget = RetryBudget::unlimited();
         let o = "http://admit.test:80";
         let back = Outcome::Pushback {
             retry_in: Some(Duration::from_secs(1)),
@@ -315,16 +308,14 @@ async fn an_admission_whose_caller_went_away_reserves_nothing() {
         redis.signal("-STOP");
         let gone = tokio::time::timeout(
             Duration::from_millis(300),
-            a.admit(o, pacing, &budget, Duration::from_secs(10), false),
+            admit(&a, o, pacing, Duration::from_secs(10)),
         )
         .await;
         assert!(gone.is_err(), "admitted with Redis frozen: {gone:?}");
         redis.signal("-CONT");
         // The writer's batch (with the abandoned admission) is applied.
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let next = b
-            .admit(o, pacing, &budget, Duration::from_secs(10), false)
-            .await;
+        let next = admit(&b, o, pacing, Duration::from_secs(10)).await;
         assert_eq!(next, Ok(Admission::Reopened));
     })
     .await;
@@ -460,21 +451,15 @@ async fn a_lazy_store_on_a_redis_cluster_node_refuses_every_operation() {
                 "acquire again",
                 s.acquire("k", Duration::from_secs(10)).await.err(),
             );
-            refused(
-                "admit",
-                s.admit(o, pacing, &budget, Duration::ZERO, true)
-                    .await
-                    .err(),
-            );
+            refused("admit", admit(&s, o, pacing, Duration::ZERO).await.err());
             refused(
                 "an ungated admit",
-                s.admit(o, ungated, &budget, Duration::ZERO, true)
-                    .await
-                    .err(),
+                admit(&s, o, ungated, Duration::ZERO).await.err(),
             );
+            refused("deposit", s.deposit(&budget).await.err());
             refused("gate", s.gate(o).await.err());
             refused("record", s.record(o, pacing, Outcome::Admitted).await.err());
-            refused("withdraw_retry", s.withdraw_retry(&budget).await.err());
+            refused("withdraw_retry", withdraw(&s, budget).await.err());
 
             let c = client(s, policy());
             let r = post_keyed(&c, format!("{}/c", server.uri()), "k")

@@ -17,7 +17,7 @@ pub(super) use reqwest_middleware::ClientWithMiddleware;
 pub(super) use wiremock::{MockServer, ResponseTemplate};
 
 pub(super) use super::redis_server::{RedisServer, Workers};
-pub(super) use crate::common::{client_with, report, scripted};
+pub(super) use crate::common::{admit, client_with, report, scripted};
 pub(super) use crate::server::{ServerState, Shape};
 
 /// Keys matching `pattern`, sorted.
@@ -94,4 +94,14 @@ pub(super) fn post_keyed(
 pub(super) fn origin(server: &MockServer) -> String {
     let a = server.address();
     format!("http://{}:{}", a.ip(), a.port())
+}
+
+/// A withdrawal of one retry from `store`'s budget.
+pub(super) async fn withdraw<S: Store>(
+    store: &S,
+    budget: reqwest_backpressure::RetryBudget,
+) -> Result<bool, reqwest_backpressure::store::StoreError> {
+    store
+        .update_budget(move |b, now| b.withdraw(&budget, now.time()))
+        .await
 }

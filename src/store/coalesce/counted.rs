@@ -1,24 +1,25 @@
-//! Successes and budget deposits counted in the process and written at most
-//! every `FLUSH_EVERY`, or with the next write to the same key: a burst
-//! costs a few round trips, not one per request.
+//! Successes and budget deposits counted in the process and written at
+//! most every `FLUSH_EVERY`, or with the next update of the same state: a
+//! burst costs a few round trips, not one per request.
 
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::batched::IfAbandoned;
-use super::{BUDGET_IDLE, FLUSH_EVERY, RedisStore};
+use super::queue::IfAbandoned;
+use super::{Coalesced, FLUSH_EVERY, RETRY_FLUSH};
 use crate::budget::{BudgetState, RetryBudget};
-use crate::store::{StoreError, lock};
+use crate::store::{Now, Store, StoreError};
+use crate::util::lock;
 
-impl RedisStore {
-    /// Takes this process's unwritten 2xx count for `origin_key`, and when
-    /// the last of them was counted; `force` takes it however recent the
-    /// last write.
-    pub(super) fn take_successes(&self, origin_key: &str, force: bool) -> (u32, Instant) {
+impl<S: Store + Clone> Coalesced<S> {
+    /// Takes this process's unwritten 2xx count for `origin`, and when the
+    /// last of them was counted; `force` takes it however recent the last
+    /// write.
+    pub(super) fn take_successes(&self, origin: &str, force: bool) -> (u32, Instant) {
         let now = Instant::now();
         let mut successes = lock(&self.shared.successes);
-        let Some(counted) = successes.get_mut(origin_key) else {
+        let Some(counted) = successes.get_mut(origin) else {
             return (0, now);
         };
         if !force && counted.written.elapsed() < FLUSH_EVERY {
@@ -31,7 +32,6 @@ impl RedisStore {
     /// Counts one 2xx answer from `origin`, and schedules a write of the
     /// count `FLUSH_EVERY` later unless one is scheduled.
     pub(super) fn count_success(&self, origin: &str) {
-        let key = self.origin_key(origin);
         let schedule = {
             let mut successes = lock(&self.shared.successes);
             if successes.len() > 1024 {
@@ -39,14 +39,14 @@ impl RedisStore {
             }
             let now = Instant::now();
             let counted = successes
-                .entry(key.clone())
+                .entry(origin.to_owned())
                 .or_insert_with(|| Unwritten::new(now));
             counted.n = counted.n.saturating_add(1);
             counted.last = now;
             counted.schedule()
         };
         if schedule {
-            self.schedule_flush(Flush::Successes(key), FLUSH_EVERY);
+            self.schedule_flush(Flush::Successes(origin.to_owned()), FLUSH_EVERY);
         }
     }
 
@@ -55,26 +55,22 @@ impl RedisStore {
     pub(super) fn count_deposit(&self, budget: &RetryBudget) {
         let schedule = {
             let mut deposits = lock(&self.shared.deposits);
-            deposits.n = deposits.n.saturating_add(1);
-            deposits.schedule()
+            deposits.budget = Some(*budget);
+            deposits.counted.n = deposits.counted.n.saturating_add(1);
+            deposits.counted.schedule()
         };
         if schedule {
-            self.schedule_flush(Flush::Deposits(*budget), FLUSH_EVERY);
+            self.schedule_flush(Flush::Deposits, FLUSH_EVERY);
         }
     }
 
     /// Writes `what` after `delay` (its `scheduled` flag was set). The flag
     /// is cleared just before the write, so that a count after that
     /// schedules another; a failed write puts its counts back and schedules
-    /// it again. Without a runtime (or on a Redis Cluster node) the flag is
-    /// cleared: the counts wait for the next write to the same key.
+    /// it again. Without a runtime the flag is cleared: the counts wait for
+    /// the next update of the same state.
     fn schedule_flush(&self, what: Flush, delay: Duration) {
-        let handle = match tokio::runtime::Handle::try_current() {
-            // On a Redis Cluster node every write is refused: none is tried.
-            Ok(handle) if self.refuse_cluster().is_ok() => Ok(handle),
-            _ => Err(()),
-        };
-        let Ok(handle) = handle else {
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
             self.unschedule(&what);
             return;
         };
@@ -83,63 +79,66 @@ impl RedisStore {
             tokio::time::sleep(delay).await;
             store.unschedule(&what);
             let _ = match what {
-                Flush::Successes(key) => {
+                Flush::Successes(origin) => {
                     store
-                        .update_origin_key(key, true, IfAbandoned::Apply, |_, _, _| ((), false))
+                        .queued(&origin, true, IfAbandoned::Apply, |_, _| ())
                         .await
                 }
-                Flush::Deposits(budget) => store.flush_deposits(&budget, true).await,
+                Flush::Deposits => store.flush_deposits().await,
             };
         });
     }
 
     fn unschedule(&self, what: &Flush) {
         match what {
-            Flush::Successes(key) => {
-                if let Some(counted) = lock(&self.shared.successes).get_mut(key) {
+            Flush::Successes(origin) => {
+                if let Some(counted) = lock(&self.shared.successes).get_mut(origin) {
                     counted.scheduled = false;
                 }
             }
-            Flush::Deposits(_) => lock(&self.shared.deposits).scheduled = false,
+            Flush::Deposits => lock(&self.shared.deposits).counted.scheduled = false,
         }
     }
 
-    /// Writes this process's unwritten budget deposits, if due.
-    pub(super) async fn flush_deposits(
+    /// Writes this process's unwritten budget deposits, if there are any.
+    async fn flush_deposits(&self) -> Result<(), StoreError> {
+        if lock(&self.shared.deposits).counted.n == 0 {
+            return Ok(());
+        }
+        self.write_budget(|_, _| ()).await
+    }
+
+    /// Applies `f` to the budget's state, with this process's unwritten
+    /// deposits folded in first (put back if the update fails).
+    pub(super) async fn write_budget<T: Send + 'static>(
         &self,
-        budget: &RetryBudget,
-        force: bool,
-    ) -> Result<(), StoreError> {
-        let n = {
+        mut f: impl FnMut(&mut BudgetState, Now) -> T + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let (n, budget) = {
             let mut deposits = lock(&self.shared.deposits);
-            if deposits.n == 0 || (!force && deposits.written.elapsed() < FLUSH_EVERY) {
-                return Ok(());
-            }
-            deposits.written = Instant::now();
-            std::mem::take(&mut deposits.n)
+            deposits.counted.written = Instant::now();
+            (std::mem::take(&mut deposits.counted.n), deposits.budget)
         };
         let mut unwritten = PutBack {
             store: self,
-            what: Taken::Deposits(*budget),
+            what: Taken::Deposits,
             n,
+            refused: false,
         };
-        let key = self.budget_key();
         let result = self
-            .update(
-                &key,
-                BudgetState::decode,
-                BudgetState::encode,
-                |s, now, _| {
-                    let state = BudgetState::slot(s, budget, now);
+            .inner
+            .update_budget(move |state, now| {
+                if let Some(budget) = &budget {
                     for _ in 0..n {
-                        state.deposit(budget, now);
+                        state.deposit(budget, now.time());
                     }
-                    ((), Some(BUDGET_IDLE))
-                },
-            )
+                }
+                f(state, now)
+            })
             .await;
-        if result.is_ok() {
-            unwritten.n = 0;
+        match &result {
+            Ok(_) => unwritten.n = 0,
+            Err(e) => unwritten.refused = e.is_refused(),
         }
         result
     }
@@ -174,49 +173,68 @@ impl Unwritten {
     }
 }
 
+/// Budget deposits not written yet, and the budget they were counted for.
+pub(super) struct Deposits {
+    counted: Unwritten,
+    budget: Option<RetryBudget>,
+}
+
+impl Deposits {
+    pub(super) fn new(now: Instant) -> Self {
+        Deposits {
+            counted: Unwritten::new(now),
+            budget: None,
+        }
+    }
+}
+
 /// A scheduled write of unwritten counts.
 enum Flush {
-    /// An origin key's successes.
+    /// An origin's successes.
     Successes(String),
     /// The budget's deposits.
-    Deposits(RetryBudget),
+    Deposits,
 }
 
 /// Counts a [`PutBack`] took for a write.
 pub(super) enum Taken<'a> {
-    /// An origin key's successes, and when the last of them was counted.
+    /// An origin's successes, and when the last of them was counted.
     Successes(&'a str, Instant),
-    Deposits(RetryBudget),
+    Deposits,
 }
 
 /// Counts taken for a write, given back unless the write succeeded (also
 /// when the caller drops the future mid-write), with a write of them
-/// scheduled [`RETRY_FLUSH`] later unless one is.
-pub(super) struct PutBack<'a> {
-    pub(super) store: &'a RedisStore,
+/// scheduled [`RETRY_FLUSH`] later unless one is, or the store refuses
+/// every operation.
+pub(super) struct PutBack<'a, S: Store + Clone> {
+    pub(super) store: &'a Coalesced<S>,
     pub(super) what: Taken<'a>,
     pub(super) n: u32,
+    /// The write failed with an error that refuses every operation.
+    pub(super) refused: bool,
 }
 
-impl Drop for PutBack<'_> {
+impl<S: Store + Clone> Drop for PutBack<'_, S> {
     fn drop(&mut self) {
         if self.n == 0 {
             return;
         }
+        let shared = &self.store.shared;
         let retry = match self.what {
-            Taken::Successes(key, at) => {
-                let mut successes = lock(&self.store.shared.successes);
+            Taken::Successes(origin, at) => {
+                let mut successes = lock(&shared.successes);
                 let counted = successes
-                    .entry(key.to_owned())
+                    .entry(origin.to_owned())
                     .or_insert_with(|| Unwritten::new(at));
                 counted.n = counted.n.saturating_add(self.n);
                 counted.last = counted.last.max(at);
-                counted.schedule().then(|| Flush::Successes(key.to_owned()))
+                (!self.refused && counted.schedule()).then(|| Flush::Successes(origin.to_owned()))
             }
-            Taken::Deposits(budget) => {
-                let mut deposits = lock(&self.store.shared.deposits);
-                deposits.n = deposits.n.saturating_add(self.n);
-                deposits.schedule().then_some(Flush::Deposits(budget))
+            Taken::Deposits => {
+                let mut deposits = lock(&shared.deposits);
+                deposits.counted.n = deposits.counted.n.saturating_add(self.n);
+                (!self.refused && deposits.counted.schedule()).then_some(Flush::Deposits)
             }
         };
         if let Some(what) = retry {
@@ -224,7 +242,3 @@ impl Drop for PutBack<'_> {
         }
     }
 }
-
-/// How long after a failed write of counted successes or deposits it is
-/// tried again.
-const RETRY_FLUSH: Duration = Duration::from_millis(500);

@@ -1,0 +1,231 @@
+//! One writer per origin in the process: the updates queued while it
+//! writes (admissions, answers, the counted successes) are applied in order
+//! in its next update of the inner store.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::oneshot;
+use tokio::time::Instant;
+
+use super::Coalesced;
+use super::counted::{PutBack, Taken};
+use crate::origin::OriginState;
+use crate::store::{Now, Store, StoreError};
+use crate::util::lock;
+
+impl<S: Store + Clone> Coalesced<S> {
+    /// Applies `f` to the origin's state in the next batch of this
+    /// process's one writer of it, folding in the unwritten 2xx answers
+    /// first when they are due (or `force_flush`); `f`'s answer.
+    ///
+    /// A burst of tasks costs an update per batch, not one each behind one
+    /// another (a burst of thousands queued behind a per-task write made
+    /// pushbacks land seconds late and round trips time out). `abandoned`
+    /// says whether `f` still runs once its caller has gone away.
+    pub(super) async fn queued<T: Send + 'static>(
+        &self,
+        origin: &str,
+        force_flush: bool,
+        abandoned: IfAbandoned,
+        mut f: impl FnMut(&mut OriginState, Now) -> T + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let out: Arc<Mutex<Option<T>>> = Arc::default();
+        let slot = Arc::clone(&out);
+        let op: OriginOp = Box::new(move |state, now| {
+            *lock(&slot) = Some(f(state, now));
+        });
+        let (done, answer) = oneshot::channel();
+        let dropped = Arc::new(AtomicBool::new(false));
+        let lead = {
+            let mut queues = lock(&self.shared.queues);
+            let queue = queues.entry(origin.to_owned()).or_default();
+            queue.ops.push(Queued {
+                op,
+                done,
+                dropped: Arc::clone(&dropped),
+                force_flush,
+                called: Instant::now(),
+            });
+            !std::mem::replace(&mut queue.writing, true)
+        };
+        // Whoever goes away, the queue is written: the writer runs as its
+        // own task (inline only without a runtime).
+        let mut inline = None;
+        if lead {
+            let store = self.clone();
+            let origin = origin.to_owned();
+            match tokio::runtime::Handle::try_current() {
+                Ok(handle) => {
+                    handle.spawn(async move { store.write_origin(&origin).await });
+                }
+                Err(_) => inline = Some(async move { store.write_origin(&origin).await }),
+            }
+        }
+        if let Some(write) = inline {
+            write.await;
+        }
+        let _skip_if_dropped =
+            matches!(abandoned, IfAbandoned::Skip).then(|| SkipIfDropped(&dropped));
+        let answered = match self.timeout {
+            Some(bound) => match tokio::time::timeout(bound, answer).await {
+                Ok(answered) => answered,
+                Err(_) => return Err(StoreError::new("store: update timed out")),
+            },
+            None => answer.await,
+        };
+        match answered {
+            Ok(Ok(())) => lock(&out)
+                .take()
+                .ok_or_else(|| StoreError::new("store: update not applied")),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(StoreError::new("store: update not applied")),
+        }
+    }
+
+    /// Writes the updates queued for `origin` until none is left.
+    async fn write_origin(&self, origin: &str) {
+        // Should this task end mid-write (a panic, a runtime shutting
+        // down), the next call starts a writer again, for its queue and
+        // whatever this one left.
+        let mut handover = Handover {
+            store: self,
+            origin,
+            armed: true,
+        };
+        loop {
+            let batch = {
+                let mut queues = lock(&self.shared.queues);
+                match queues.get_mut(origin) {
+                    Some(queue) if !queue.ops.is_empty() => std::mem::take(&mut queue.ops),
+                    _ => {
+                        // Under the lock: a call queuing after this starts
+                        // a writer of its own.
+                        queues.remove(origin);
+                        handover.armed = false;
+                        return;
+                    }
+                }
+            };
+            let force = batch.iter().any(|q| q.force_flush);
+            let (batch, result) = self.apply_origin(origin, force, batch).await;
+            for queued in batch {
+                let _ = queued.done.send(result.clone());
+            }
+        }
+    }
+
+    /// One update of `origin` applying `batch` in order (updates whose
+    /// caller went away before are left out); the batch back, and how the
+    /// update went.
+    async fn apply_origin(
+        &self,
+        origin: &str,
+        force_flush: bool,
+        batch: Vec<Queued>,
+    ) -> (Vec<Queued>, Result<(), StoreError>) {
+        let (pending, last_success) = self.take_successes(origin, force_flush);
+        let mut unwritten = PutBack {
+            store: self,
+            what: Taken::Successes(origin, last_success),
+            n: pending,
+            refused: false,
+        };
+        let batch = Arc::new(Mutex::new(batch));
+        let ops = Arc::clone(&batch);
+        let called = Instant::now();
+        let result = self
+            .inner
+            .update_origin(origin, move |state, now| {
+                // How long before the store read its time `at` was: the
+                // store's clock read `now` no earlier than `now.late()`
+                // after this update was called.
+                let before = |at: Instant| now.late() + called.saturating_duration_since(at);
+                // Counted when they were answered, up to 100 ms before
+                // this write: `now` less the time since the last of them
+                // is never earlier than that answer. (The time of a
+                // period's last success bounds how long the server
+                // admitted, which spreads the batches.)
+                let answered = now.time().saturating_sub(before(last_success));
+                for _ in 0..pending {
+                    state.on_success(answered);
+                }
+                for queued in lock(&ops).iter_mut() {
+                    if !queued.dropped.load(Ordering::Acquire) {
+                        (queued.op)(state, now.late_by(before(queued.called)));
+                    }
+                }
+            })
+            .await;
+        match &result {
+            Ok(()) => unwritten.n = 0,
+            Err(e) => unwritten.refused = e.is_refused(),
+        }
+        let batch = std::mem::take(&mut *lock(&batch));
+        (batch, result)
+    }
+}
+
+/// An update of an origin's state, queued for the process's writer of it.
+type OriginOp = Box<dyn FnMut(&mut OriginState, Now) + Send>;
+
+/// What becomes of a queued update whose caller goes away (its future
+/// dropped, or its wait timed out) before it is applied.
+#[derive(Clone, Copy)]
+pub(super) enum IfAbandoned {
+    /// Left out: an admission would reserve a slot nobody uses.
+    Skip,
+    /// Applied all the same: an answer the origin gave is news for every
+    /// process, whoever asked.
+    Apply,
+}
+
+/// An update waiting for its origin's writer.
+struct Queued {
+    op: OriginOp,
+    done: oneshot::Sender<Result<(), StoreError>>,
+    /// Set when the caller of an update to skip then went away: not
+    /// applied unless it already was.
+    dropped: Arc<AtomicBool>,
+    /// Fold in this process's unwritten successes however recent the last
+    /// write.
+    force_flush: bool,
+    /// When it was queued.
+    called: Instant,
+}
+
+/// The updates queued for one origin, and whether a writer runs.
+#[derive(Default)]
+pub(super) struct OriginQueue {
+    ops: Vec<Queued>,
+    writing: bool,
+}
+
+/// Marks an update whose caller went away (dropped before its answer).
+struct SkipIfDropped<'a>(&'a AtomicBool);
+
+impl Drop for SkipIfDropped<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
+/// Lets the next call start a writer of `origin` if the running one ends
+/// without emptying its queue (after a normal end there is no queue left).
+struct Handover<'a, S> {
+    store: &'a Coalesced<S>,
+    origin: &'a str,
+    /// Cleared when the writer ends normally (its queue removed).
+    armed: bool,
+}
+
+impl<S> Drop for Handover<'_, S> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        if let Some(queue) = lock(&self.store.shared.queues).get_mut(self.origin) {
+            queue.writing = false;
+        }
+    }
+}

@@ -1,0 +1,285 @@
+//! Where shared state lives: key leases (one running task per idempotency
+//! key), each origin's state (gate, quota, pace) and the retry budget.
+//!
+//! Why a trait? One process keeps its state in memory ([`MemoryStore`], the
+//! default). Many worker processes hitting the same API need one view of it,
+//! which a shared backend provides behind the same trait. A store is a
+//! storage primitive, in the manner of governor's `StateStore`: it hands out
+//! leases and applies an update to one origin's state (or to the budget's)
+//! atomically. What an update means is decided by the crate's pure core,
+//! which passes it in as a closure, so a second backend never copies the
+//! decision table.
+//!
+//! A store of your own implements five methods over [`OriginState`] and
+//! [`BudgetState`] values it keeps as they are (or in their text form), and
+//! proves itself with the conformance suite (feature `conformance`). A store
+//! whose writes cost a round trip can sit behind [`Coalesced`], which
+//! applies the updates of one origin queued meanwhile in one write and
+//! counts successes and deposits in the process.
+//!
+//! ```
+//! use std::collections::HashMap;
+//! use std::sync::{Arc, Mutex};
+//! use std::time::Duration;
+//!
+//! use reqwest_backpressure::budget::BudgetState;
+//! use reqwest_backpressure::origin::OriginState;
+//! use reqwest_backpressure::store::{LeaseToken, Now, Store, StoreError};
+//! use tokio::time::Instant;
+//!
+//! #[derive(Clone)]
+//! struct MyStore(Arc<Mutex<State>>, Instant);
+//!
+//! #[derive(Default)]
+//! struct State {
+//!     leases: HashMap<String, (LeaseToken, Instant)>,
+//!     origins: HashMap<String, OriginState>,
+//!     budget: Option<BudgetState>,
+//! }
+//!
+//! impl MyStore {
+//!     fn now(&self) -> Duration {
+//!         self.1.elapsed()
+//!     }
+//! }
+//!
+//! impl Store for MyStore {
+//!     async fn acquire(&self, key: &str, ttl: Duration) -> Result<Option<LeaseToken>, StoreError> {
+//!         let mut state = self.0.lock().unwrap();
+//!         let now = Instant::now();
+//!         if state.leases.get(key).is_some_and(|(_, expires)| *expires > now) {
+//!             return Ok(None);
+//!         }
+//!         let token = LeaseToken::random();
+//!         state.leases.insert(key.to_owned(), (token, now + ttl));
+//!         Ok(Some(token))
+//!     }
+//!
+//!     async fn release(&self, key: &str, token: LeaseToken) -> Result<(), StoreError> {
+//!         let mut state = self.0.lock().unwrap();
+//!         if state.leases.get(key).is_some_and(|(held, _)| *held == token) {
+//!             state.leases.remove(key);
+//!         }
+//!         Ok(())
+//!     }
+//!
+//!     async fn read_origin(&self, origin: &str) -> Result<(Option<OriginState>, Duration), StoreError> {
+//!         Ok((self.0.lock().unwrap().origins.get(origin).copied(), self.now()))
+//!     }
+//!
+//!     async fn update_origin<T: Send + 'static>(
+//!         &self,
+//!         origin: &str,
+//!         mut f: impl FnMut(&mut OriginState, Now) -> T + Send + 'static,
+//!     ) -> Result<T, StoreError> {
+//!         let now = self.now();
+//!         let mut state = self.0.lock().unwrap();
+//!         let origin = state.origins.entry(origin.to_owned()).or_insert_with(|| OriginState::new(now));
+//!         Ok(f(origin, Now::new(now)))
+//!     }
+//!
+//!     async fn update_budget<T: Send + 'static>(
+//!         &self,
+//!         mut f: impl FnMut(&mut BudgetState, Now) -> T + Send + 'static,
+//!     ) -> Result<T, StoreError> {
+//!         let now = self.now();
+//!         let mut state = self.0.lock().unwrap();
+//!         Ok(f(state.budget.get_or_insert_with(|| BudgetState::new(now)), Now::new(now)))
+//!     }
+//! }
+//! ```
+
+use std::future::Future;
+use std::time::Duration;
+
+mod coalesce;
+#[cfg(feature = "conformance")]
+#[cfg_attr(docsrs, doc(cfg(feature = "conformance")))]
+pub mod conformance;
+mod memory;
+mod now;
+
+pub use coalesce::Coalesced;
+pub use memory::MemoryStore;
+pub use now::Now;
+
+#[cfg(feature = "redis")]
+#[cfg_attr(docsrs, doc(cfg(feature = "redis")))]
+pub use crate::redis_store::{FailMode, RedisStore};
+
+use crate::budget::{BudgetState, RetryBudget};
+pub use crate::origin::Outcome;
+pub use crate::origin::Reservation;
+use crate::origin::{OriginState, PacingConfig};
+
+/// Proof of holding the lease of a key, returned by [`Store::acquire`] and
+/// given back to [`Store::release`]. A release with a stale token (the
+/// lease expired and another task took it) changes nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LeaseToken(pub(crate) u64);
+
+impl LeaseToken {
+    /// A new token, random: tokens of different processes sharing a store
+    /// do not collide.
+    #[must_use]
+    pub fn random() -> Self {
+        LeaseToken(fastrand::u64(..))
+    }
+}
+
+/// A store that could not answer; carries no key, URL or credential.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("store unavailable: {message}")]
+pub struct StoreError {
+    message: String,
+    /// Every operation fails alike (a misconfiguration, not an outage).
+    refused: bool,
+}
+
+impl StoreError {
+    /// An error with a message that must not contain secrets or URLs.
+    #[must_use]
+    pub fn new(message: impl Into<String>) -> Self {
+        StoreError {
+            message: message.into(),
+            refused: false,
+        }
+    }
+
+    /// An error the store answers every operation with until it is set up
+    /// differently (not an outage): a wrapper such as [`Coalesced`] does
+    /// not try a write again after it.
+    #[must_use]
+    pub fn refused(message: impl Into<String>) -> Self {
+        StoreError {
+            refused: true,
+            ..StoreError::new(message)
+        }
+    }
+
+    /// Whether the store refuses every operation (see
+    /// [`refused`](Self::refused)).
+    #[must_use]
+    pub fn is_refused(&self) -> bool {
+        self.refused
+    }
+}
+
+/// Keyed state shared by the tasks of one middleware (or of many
+/// processes): leases, and atomic updates of one origin's state and of the
+/// retry budget's.
+///
+/// # What an implementation promises
+///
+/// - `acquire` for a key whose lease is held (and not expired) returns
+///   `Ok(None)`; a lease frees itself after its TTL; `release` with a stale
+///   token changes nothing.
+/// - An update applies `f` to the state as it is when it is applied, and
+///   nothing else writes that state between `f`'s reading and the store's
+///   writing it. A compare-and-set store may call `f` more than once (the
+///   state changed under it); only the call whose state was written counts.
+///   An absent state is created with [`OriginState::new`] or
+///   [`BudgetState::new`] at the store's time.
+/// - `f` is given the store's time ([`Now`]): a [`Duration`] since an
+///   epoch the store chooses, the same for every state it keeps (process
+///   start, or a shared clock every process reads), never going back.
+/// - An update future dropped before it answered has applied `f` once or
+///   not at all.
+///
+/// The conformance suite (feature `conformance`) checks them, but for the
+/// last, which no caller can see. Nothing needs renewing: a lease is taken
+/// for the task's time to its deadline.
+pub trait Store: Send + Sync + 'static {
+    /// Takes the lease of `key` for at most `ttl` (the task's time to its
+    /// deadline, so a lease whose owner vanished frees itself).
+    fn acquire(
+        &self,
+        key: &str,
+        ttl: Duration,
+    ) -> impl Future<Output = Result<Option<LeaseToken>, StoreError>> + Send;
+
+    /// Gives the lease back, if `token` still holds it. A task's guard
+    /// calls it when the task ends in any way, and does not wait for it
+    /// longer than one poll: the rest runs as a task of its own.
+    fn release(
+        &self,
+        key: &str,
+        token: LeaseToken,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// The state of `origin`, if the store has one, and the store's time.
+    fn read_origin(
+        &self,
+        origin: &str,
+    ) -> impl Future<Output = Result<(Option<OriginState>, Duration), StoreError>> + Send;
+
+    /// Applies `f` to the state of `origin` atomically, creating it first
+    /// if there is none; `f`'s answer.
+    fn update_origin<T: Send + 'static>(
+        &self,
+        origin: &str,
+        f: impl FnMut(&mut OriginState, Now) -> T + Send + 'static,
+    ) -> impl Future<Output = Result<T, StoreError>> + Send;
+
+    /// Applies `f` to the retry budget's state atomically, creating it
+    /// first if there is none; `f`'s answer.
+    fn update_budget<T: Send + 'static>(
+        &self,
+        f: impl FnMut(&mut BudgetState, Now) -> T + Send + 'static,
+    ) -> impl Future<Output = Result<T, StoreError>> + Send;
+
+    /// How long the gate of `origin` stays closed from now, if it is
+    /// closed (or a spent stated quota holds it).
+    fn gate(
+        &self,
+        origin: &str,
+    ) -> impl Future<Output = Result<Option<Duration>, StoreError>> + Send {
+        let read = self.read_origin(origin);
+        async move {
+            let (state, now) = read.await?;
+            Ok(state.and_then(|s| s.gate_in(now)))
+        }
+    }
+
+    /// Records what `origin` answered (with the gate on), atomically: what
+    /// [`update_origin`](Self::update_origin) with the core's step does by
+    /// default. When this answer closed the origin's gate, how long from
+    /// now it stays closed.
+    ///
+    /// A store may count answers that only add a success
+    /// ([`Outcome::Admitted`], [`Outcome::Quota`]) and fold them in later,
+    /// as [`Coalesced`] does (a stated quota is then not kept). A store
+    /// whose update may wait should apply an answer whose caller went away
+    /// all the same: it is news for every task.
+    fn record(
+        &self,
+        origin: &str,
+        pacing: PacingConfig,
+        outcome: Outcome,
+    ) -> impl Future<Output = Result<Option<Duration>, StoreError>> + Send {
+        self.update_origin(origin, move |state, now| {
+            observe(state, pacing, outcome, now)
+        })
+    }
+
+    /// A first send deposits its share into the retry budget: what
+    /// [`update_budget`](Self::update_budget) with
+    /// [`BudgetState::deposit`] does by default. A store may count deposits
+    /// and fold them in later, as [`Coalesced`] does.
+    fn deposit(&self, budget: &RetryBudget) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let budget = *budget;
+        self.update_budget(move |state, now| state.deposit(&budget, now.time()))
+    }
+}
+
+/// What an answer does to its origin's state, the step of
+/// [`Store::record`]: its times count from when it was received,
+/// `now.late()` before the store's time.
+fn observe(
+    state: &mut OriginState,
+    pacing: PacingConfig,
+    outcome: Outcome,
+    now: Now,
+) -> Option<Duration> {
+    state.observe_late(pacing, now.time(), now.late(), outcome)
+}

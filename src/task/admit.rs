@@ -1,0 +1,148 @@
+//! Before a send: the key's lease, and the wait at the origin's gate and
+//! paced queue.
+
+use std::time::SystemTime;
+
+use tokio::time::Instant;
+
+use super::Task;
+use super::halt::{Halt, LeaseGuard};
+use crate::admission::{self, Slot};
+use crate::error::Error;
+use crate::extensions::IdempotencyKey;
+use crate::observe::{self, WaitReason};
+use crate::origin::Admission;
+use crate::planner::StopReason;
+use crate::store::Store;
+
+impl<'a, S: Store> Task<'a, S> {
+    /// Takes the lease of `key` (scoped to the origin, so one key against
+    /// two APIs does not collide).
+    pub(super) async fn acquire(&self, key: IdempotencyKey) -> Result<LeaseGuard<'a, S>, Error> {
+        let lease_key = format!("{} {}", self.origin, key.as_str());
+        let ttl = self
+            .state
+            .deadline()
+            .saturating_duration_since(Instant::now());
+        match self.bounded_raw(self.store.acquire(&lease_key, ttl)).await {
+            Some(Ok(Some(token))) => Ok(LeaseGuard {
+                store: self.store,
+                key: Some(lease_key),
+                token,
+            }),
+            Some(Ok(None)) => Err(Error::AlreadyActive),
+            Some(Err(e)) => Err(Error::Store(e)),
+            None => Err(Error::DeadlineExhausted),
+        }
+    }
+
+    /// Waits until the origin admits this task: its gate is open and its
+    /// paced slot has come, within the planner's
+    /// [admission limit](crate::planner::Planner::admission_limit). The task's first send
+    /// deposits into the retry budget, once however often it asks.
+    ///
+    /// `now`, if given, is a clock reading taken just before (the
+    /// middleware's): it is used instead of reading the clock again, and
+    /// returned as the time of admission when the store answered at once.
+    /// Otherwise the time of admission is read when it comes.
+    pub(super) async fn admit(&mut self, now: Option<Instant>) -> Result<Instant, Halt> {
+        let policy = self.planner.policy();
+        let pacing = policy.pacing_config();
+        let mut now = now;
+        if self.state.attempts() == 0
+            && let Some(deposit) = admission::deposit(&**self.store, &policy.retry_budget)
+        {
+            let (deposited, at_once) = self.bounded_ready(deposit).await;
+            deposited
+                .ok_or(Halt::Stop(StopReason::DeadlineExhausted))?
+                .map_err(Halt::Store)?;
+            if !at_once {
+                now = None;
+            }
+        }
+        loop {
+            let asked = now.take().unwrap_or_else(Instant::now);
+            let limit = self.planner.admission_limit(&self.state, asked);
+            let Some(admit) = admission::admit(&**self.store, &self.origin, pacing, limit.latest)
+            else {
+                return Ok(asked);
+            };
+            let (admission, at_once) = self.bounded_ready(admit).await;
+            let (admission, on_fallback) = admission
+                .ok_or(Halt::Stop(StopReason::DeadlineExhausted))?
+                .map_err(Halt::Store)?;
+            let admitted = || if at_once { asked } else { Instant::now() };
+            let wait = match admission {
+                Admission::Now => return Ok(admitted()),
+                Admission::Reopened => {
+                    if let Some(o) = self.observer {
+                        o.on_gate_reopened(&observe::GateReopened {
+                            origin: &self.origin,
+                        });
+                    }
+                    return Ok(admitted());
+                }
+                Admission::Refused { free_in } => {
+                    // Never earlier than the server's time, and a caller who
+                    // reschedules then does not rejoin the same queue.
+                    let retry_at = SystemTime::now().checked_add(free_in);
+                    self.retry_at = self.retry_at.max(retry_at);
+                    return Err(Halt::Refused {
+                        reason: limit.reason,
+                        retry_at,
+                    });
+                }
+                Admission::QuotaHeld(d) => {
+                    self.gate_closed(&self.origin, d);
+                    self.waiting(None, WaitReason::Gate, d);
+                    d
+                }
+                Admission::GateClosed(d) => {
+                    self.waiting(None, WaitReason::Gate, d);
+                    d
+                }
+                Admission::QueueAhead(d) => {
+                    self.waiting(None, WaitReason::Pace, d);
+                    d
+                }
+                Admission::SlotReserved(d, reservation) => {
+                    // Given back unless the slot is confirmed: the task may
+                    // be dropped, or stop, while it waits.
+                    let slot = Slot {
+                        reservation,
+                        on_fallback,
+                    };
+                    let permit = self.permit.take().with_slot(&self.origin, slot);
+                    self.waiting(None, WaitReason::Pace, d);
+                    let slept = Instant::now();
+                    let sleep = Box::pin(tokio::time::sleep(d));
+                    sleep.await;
+                    self.end_wait(false);
+                    self.state.add_wait(slept.elapsed());
+                    // A probe rejected while we slept closed the gate again:
+                    // queue anew instead of following it into the rejection
+                    // (the store then takes the slot back).
+                    // Until the store answers, the slot is still the
+                    // permit's to give back.
+                    let confirm = Box::pin(permit.confirm());
+                    let (permit, gate) = self
+                        .bounded_raw(confirm)
+                        .await
+                        .ok_or(Halt::Stop(StopReason::DeadlineExhausted))?
+                        .map_err(Halt::Store)?;
+                    self.permit = permit;
+                    if gate.is_none() {
+                        return Ok(Instant::now());
+                    }
+                    continue;
+                }
+            };
+            // Measured from after the store's answer, never early.
+            let slept = Instant::now();
+            let sleep = Box::pin(tokio::time::sleep(wait));
+            sleep.await;
+            self.end_wait(false);
+            self.state.add_wait(slept.elapsed());
+        }
+    }
+}

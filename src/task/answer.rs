@@ -1,0 +1,175 @@
+//! After a send: what the answer means for the task (a result, or when to
+//! retry) and for its origin's shared state.
+
+use std::borrow::Cow;
+use std::time::SystemTime;
+
+use reqwest::Response;
+use tokio::time::Instant;
+
+use super::Task;
+use super::halt::Contract;
+use super::log::log_decision;
+use crate::admission;
+use crate::http_origin::{origin_of, same_origin};
+use crate::observe::WaitReason;
+use crate::origin::Outcome;
+use crate::planner::{Decision, Pushback};
+use crate::ratelimit::RateLimitHint;
+use crate::retry_after::{Hint, server_date};
+use crate::store::Store;
+
+impl<S: Store> Task<'_, S> {
+    /// Settles an answer that is not a pushback: the attempt is over, and
+    /// what the origin's shared state learns from it. A pushback: what its
+    /// rate-limit headers say, and when it was received.
+    pub(super) fn settle(
+        &mut self,
+        response: &Response,
+    ) -> Result<Outcome, (RateLimitHint, SystemTime)> {
+        let policy = self.planner.policy();
+        // The clock is read only if a header or a pushback needs it.
+        let mut received_at = None;
+        let rate_limit = self.rate_limit(response, || {
+            *received_at.get_or_insert_with(SystemTime::now)
+        });
+        if policy.is_pushback(response.status(), rate_limit.exhausted()) {
+            return Err((rate_limit, received_at.unwrap_or_else(SystemTime::now)));
+        }
+        self.planner.finish(&mut self.state);
+        Ok(match (rate_limit.remaining(), rate_limit.reset()) {
+            (_, Some(reset_in)) if policy.proactive_gate && rate_limit.exhausted() => {
+                Outcome::Exhausted { reset_in }
+            }
+            (Some(remaining), Some(reset_in)) if policy.proactive_gate => Outcome::Quota {
+                remaining,
+                reset_in,
+            },
+            _ => Outcome::Admitted,
+        })
+    }
+
+    /// What to do with a pushback received at `received_at`: the task's
+    /// result, or when to retry.
+    pub(super) async fn pushed_back(
+        &mut self,
+        response: Response,
+        rate_limit: RateLimitHint,
+        received_at: SystemTime,
+        attempt: u32,
+        contract: Contract,
+    ) -> Result<reqwest_middleware::Result<Response>, Instant> {
+        let policy = self.planner.policy();
+        let status = response.status();
+        let answered = answered_by(&self.origin, response.url());
+        let headers = response.headers();
+        let hint = Hint::from_headers(headers);
+        let pushback = Pushback {
+            retry_authorized: contract.retry_authorized,
+            body_replayable: contract.replayable,
+            ..Pushback::from_response(
+                status,
+                hint,
+                server_date(headers).unwrap_or(received_at),
+                received_at,
+                rate_limit.retry_in(),
+            )
+        };
+        self.retry_at = pushback.retry_at();
+        let now = Instant::now();
+        let mut decision = self
+            .planner
+            .plan(&mut self.state, &pushback, now, fastrand::u64(..));
+        self.record(&answered, self.planner.origin_outcome(&pushback, &decision))
+            .await;
+        if self.planner.needs_budget(&decision) {
+            let budget = &policy.retry_budget;
+            let granted = match admission::withdraw(&**self.store, budget) {
+                Some(withdraw) => self.bounded(withdraw).await,
+                None => Ok(true),
+            };
+            let token = matches!(granted, Ok(true));
+            decision = self
+                .planner
+                .spend_budget(&mut self.state, decision, granted);
+            if token {
+                // Held until the retry is sent; a stop gives it back at
+                // once (the permit dropped).
+                let permit = self.permit.take().with_token(budget);
+                if matches!(decision, Decision::Wait { .. }) {
+                    self.permit = permit;
+                }
+            }
+        }
+        log_decision(&answered, &response, attempt, &hint, &self.state, &decision);
+        match decision {
+            Decision::Stop(reason) => Ok(self.finish(response, Some(reason))),
+            Decision::Wait { until, source, .. } => {
+                // Owned: the wait outlives this borrow of the task (a
+                // pushback's cost, not the success path's).
+                let answered = answered.into_owned();
+                self.waiting(Some(&answered), WaitReason::Retry(source), until - now);
+                // Keep the pushed-back response: if the retry cannot be
+                // sent after all, the caller gets what the server said.
+                self.last = Some(Box::new(response));
+                Err(until)
+            }
+        }
+    }
+
+    /// What the response's rate-limit headers say, when the policy reads
+    /// them and the answer could use them (a pushback, a status they
+    /// declare, or any answer when the proactive gate is on).
+    fn rate_limit(
+        &self,
+        response: &Response,
+        received_at: impl FnOnce() -> SystemTime,
+    ) -> RateLimitHint {
+        let policy = self.planner.policy();
+        let headers = &policy.rate_limit_headers;
+        let status = response.status();
+        let useful = (policy.proactive_gate && policy.origin_gate)
+            || policy.is_retry_status(status)
+            || headers.pushback_statuses().contains(&status);
+        if !useful || headers.is_empty() {
+            return RateLimitHint::default();
+        }
+        headers.read_with(response.headers(), || {
+            server_date(response.headers()).unwrap_or_else(received_at)
+        })
+    }
+
+    /// Records what `origin` answered. A store that cannot record it (in
+    /// time) costs the shared view one observation, never the caller's
+    /// response.
+    pub(super) async fn record(&self, origin: &str, outcome: Outcome) {
+        let pacing = self.planner.policy().pacing_config();
+        let Some(record) = admission::record(&**self.store, origin, pacing, outcome) else {
+            return;
+        };
+        let result = self.bounded_raw(record).await;
+        if let Some(Ok(Some(closed))) = &result {
+            self.gate_closed(origin, *closed);
+        }
+        #[cfg(feature = "tracing")]
+        if !matches!(result, Some(Ok(_))) {
+            tracing::warn!(
+                target: "reqwest_backpressure::task",
+                origin,
+                "reqwest-backpressure: could not record an answer in the store"
+            );
+        }
+        #[cfg(not(feature = "tracing"))]
+        let _ = result;
+    }
+}
+
+/// The origin that answered `url`: the request's own `origin` unless a
+/// redirect led elsewhere (built only then).
+pub(super) fn answered_by<'o>(origin: &'o str, url: &reqwest::Url) -> Cow<'o, str> {
+    if same_origin(origin, url) {
+        Cow::Borrowed(origin)
+    } else {
+        Cow::Owned(origin_of(url))
+    }
+}

@@ -1,0 +1,121 @@
+//! What a task tells: the observer's events, and the caller's
+//! [`RetryReport`] when it ends.
+
+use std::time::SystemTime;
+
+use reqwest::Response;
+use tokio::time::Instant;
+
+use super::Task;
+use super::halt::Halt;
+use crate::extensions::RetryReport;
+use crate::observe::{self, WaitReason, wall_in};
+use crate::planner::StopReason;
+use crate::store::Store;
+
+impl<S: Store> Task<'_, S> {
+    /// Tells the observer that the wait it was told of ended (`dropped`:
+    /// the task's future was dropped during it).
+    pub(super) fn end_wait(&mut self, dropped: bool) {
+        if let (Some(o), Some((origin, reason))) = (self.observer, self.pending_wait.take()) {
+            o.on_wait_end(&observe::WaitEnd {
+                origin: &origin,
+                reason,
+                dropped,
+            });
+        }
+    }
+
+    /// Tells the observer that `origin`'s gate closed for `d`.
+    pub(super) fn gate_closed(&self, origin: &str, d: std::time::Duration) {
+        if let Some(o) = self.observer {
+            o.on_gate_closed(&observe::GateClosed {
+                origin,
+                duration: d,
+                until_wall: wall_in(d),
+            });
+        }
+    }
+
+    /// Tells the observer that the task waits `d` for `reason`, for the
+    /// origin that `answered` (or, without one, its own).
+    pub(super) fn waiting(
+        &mut self,
+        answered: Option<&str>,
+        reason: WaitReason,
+        d: std::time::Duration,
+    ) {
+        let Some(o) = self.observer else {
+            return;
+        };
+        let origin = answered.unwrap_or(&self.origin);
+        let now = Instant::now();
+        o.on_wait(&observe::Wait {
+            origin,
+            attempt: self.state.attempts() + 1,
+            reason,
+            duration: d,
+            until: now.checked_add(d).unwrap_or(now),
+            until_wall: wall_in(d),
+        });
+        let origin = origin.to_owned();
+        self.pending_wait = Some((origin, reason));
+    }
+
+    /// Tells the observer that the task stopped with `code`.
+    pub(super) fn stopped(&self, code: &'static str) {
+        if let Some(o) = self.observer {
+            o.on_stop(&observe::Stop {
+                origin: &self.origin,
+                attempts: self.state.attempts(),
+                code,
+            });
+        }
+    }
+
+    /// Ends the task before a send: with the last pushback and the halt's
+    /// stop code, or, if nothing was answered yet, with the halt's error.
+    pub(super) fn halt(mut self, halt: Halt) -> reqwest_middleware::Result<Response> {
+        match self.last.take() {
+            Some(response) => {
+                let retry_at = self.retry_at;
+                let reason = halt.reason();
+                self.stopped(reason.code());
+                Ok(self.report(*response, Some(reason), retry_at))
+            }
+            None => {
+                let error = halt.into_error();
+                self.stopped(error.code());
+                Err(error.into())
+            }
+        }
+    }
+
+    /// Ends the task with `response`.
+    pub(super) fn finish(
+        &self,
+        response: Response,
+        stop_reason: Option<StopReason>,
+    ) -> reqwest_middleware::Result<Response> {
+        if let Some(reason) = stop_reason {
+            self.stopped(reason.code());
+        }
+        Ok(self.report(response, stop_reason, stop_reason.and(self.retry_at)))
+    }
+
+    pub(super) fn report(
+        &self,
+        mut response: Response,
+        stop_reason: Option<StopReason>,
+        retry_at: Option<SystemTime>,
+    ) -> Response {
+        response.extensions_mut().insert(RetryReport {
+            attempts: self.state.attempts(),
+            waited: self.state.waited(),
+            stop_reason,
+            retry_at,
+            hint_source: self.state.hint_source(),
+        });
+        response
+    }
+}
