@@ -50,7 +50,4 @@ pub struct Reservation {
     pub(crate) slot: Duration,
     /// Whether it spent a unit of a stated quota.
     pub(crate) quota: bool,
-    /// Whether a shared store's state holds it (not this process's own,
-    /// which a shared store falls back to): the two clocks differ.
-    pub(crate) shared: bool,
 }

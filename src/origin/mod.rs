@@ -212,14 +212,9 @@ impl OriginState {
         };
         let admission = match slot {
             Slot::Go => go,
-            Slot::Reserved { wait, slot } => Admission::SlotReserved(
-                wait,
-                Reservation {
-                    slot,
-                    quota,
-                    shared: false,
-                },
-            ),
+            Slot::Reserved { wait, slot } => {
+                Admission::SlotReserved(wait, Reservation { slot, quota })
+            }
             Slot::Ahead(wait) => return Admission::QueueAhead(wait),
             Slot::TooLate(wait) => return self.refuse(now, wait),
         };

@@ -12,7 +12,7 @@ use reqwest_backpressure::observe::{GateClosed, Observer};
 
 use reqwest_backpressure::origin::PacingConfig;
 use reqwest_backpressure::store::Outcome;
-use reqwest_backpressure::{Deadline, MemoryStore, RetryAfterMiddleware, Store};
+use reqwest_backpressure::{Deadline, MemoryStore, RetryAfterMiddleware, RetryBudget, Store};
 
 use crate::common::{
     client_with, exact, ok, our_code, report, scripted, status, stop_code, too_many,
