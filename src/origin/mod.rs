@@ -39,6 +39,7 @@ mod tests;
 pub(crate) mod tuning;
 mod wire;
 
+#[doc(hidden)]
 pub use admission::{Admission, Reservation};
 use gate::Gate;
 use pace::{Pace, Slot};
