@@ -4,6 +4,7 @@
 mod batches;
 mod common;
 mod fuzz;
+mod github;
 mod known_deviations;
 mod middleware;
 mod parser;
