@@ -5,8 +5,8 @@
 //! transient and resends it after its own backoff, before the server's
 //! `Retry-After`, inside one attempt of ours: the server is hit again early,
 //! and our middleware sees the pushback only once reqwest-retry gives up.
-//! This strategy leaves every pushback to the middleware, so that each
-//! answer is retried by exactly one of the two.
+//! This strategy leaves every pushback to the middleware, so that no answer
+//! is retried by both.
 
 use http::StatusCode;
 use reqwest_middleware::Error;
@@ -41,9 +41,11 @@ use crate::policy::Policy;
 /// reqwest-retry sees the answer, not the request: it resends a `5xx` of a
 /// `POST` as readily as of a `GET`. Its resends happen inside one attempt
 /// of ours: [`RetryReport::attempts`](crate::RetryReport::attempts) and
-/// `max_attempts` count the middleware's sends only. It also refuses a
-/// request with a streaming body before sending it (which the middleware
-/// alone would send once).
+/// `max_attempts` count the middleware's sends only, and its backoff runs
+/// within the task's deadline (an attempt still resending when it passes
+/// ends with `attempt_timed_out`). It also refuses a request with a
+/// streaming body before sending it (which the middleware alone would send
+/// once).
 ///
 /// Build it from the policy you give the middleware, so the two agree on
 /// which statuses are pushbacks:

@@ -1,7 +1,7 @@
 //! Ours stacked with reqwest-retry (feature `reqwest-retry`): ours first,
-//! reqwest-retry inside it with `BackpressureStrategy`. Every answer is
-//! retried by exactly one of the two, counted on the server's side: a
-//! pushback by ours only, a `500` or a connection error by reqwest-retry
+//! reqwest-retry inside it with `BackpressureStrategy`. No answer is
+//! retried by both, counted on the server's side (and below reqwest-retry):
+//! a pushback by ours only, a `500` or a connection error by reqwest-retry
 //! only; `RetryReport::attempts` counts our sends only.
 
 use reqwest_backpressure::{BackpressureStrategy, RateLimitHeaders};
