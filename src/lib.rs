@@ -53,6 +53,10 @@
 //!   default span plus OpenTelemetry's `http.request.resend_count`.
 //! - `conformance` (opt-in): `store::conformance`, the checks a
 //!   [`Store`] of your own must pass, to run in your tests.
+//! - `reqwest-retry` (opt-in): `BackpressureStrategy`, a reqwest-retry
+//!   `RetryableStrategy` for a `RetryTransientMiddleware` placed after this
+//!   middleware: it resends connection errors and `5xx` answers that are no
+//!   pushback, and leaves every pushback to this middleware.
 //!
 //! # Tracing events
 //!
@@ -117,6 +121,8 @@ mod ratelimit;
 #[cfg(feature = "redis")]
 mod redis_store;
 mod retry_after;
+#[cfg(feature = "reqwest-retry")]
+mod retry_strategy;
 #[cfg(feature = "reqwest-tracing")]
 mod span_backend;
 pub mod store;
@@ -139,6 +145,9 @@ pub use ratelimit::{RateLimitHeaders, RateLimitHint, ResetFormat, parse_reset};
 pub use retry_after::{Hint, InvalidReason, InvalidRetryAfter, RetryAfter, parse_retry_after};
 #[doc(hidden)]
 pub use retry_after::{MAX_RETRY_AFTER_LEN, server_date};
+#[cfg(feature = "reqwest-retry")]
+#[cfg_attr(docsrs, doc(cfg(feature = "reqwest-retry")))]
+pub use retry_strategy::BackpressureStrategy;
 #[cfg(feature = "reqwest-tracing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "reqwest-tracing")))]
 pub use span_backend::{HTTP_REQUEST_RESEND_COUNT, ResendCountSpanBackend};

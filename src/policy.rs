@@ -7,12 +7,13 @@
 
 use std::time::Duration;
 
-use http::StatusCode;
+use http::{HeaderMap, StatusCode};
 
 use crate::budget::RetryBudget;
 use crate::extensions::IdempotencyKeyForm;
 use crate::origin::PacingConfig;
-use crate::ratelimit::RateLimitHeaders;
+use crate::ratelimit::{RateLimitHeaders, RateLimitHint};
+use crate::retry_after::Hint;
 
 /// What to do with a pushed-back response that has no `Retry-After`.
 ///
@@ -218,8 +219,12 @@ impl Policy {
     /// [`RateLimitHeaders::ietf()`]). A pushback without a valid
     /// `Retry-After` (or with a zero one) waits for a reset time these
     /// headers give, as the server's time; a status these headers declare
-    /// (GitHub's `403` with `x-ratelimit-remaining: 0`) is a pushback only
-    /// when they say the quota is exhausted.
+    /// is a pushback only when they say the quota is exhausted, or, if it
+    /// was declared with
+    /// [`pushback_status_with_retry_after`](RateLimitHeaders::pushback_status_with_retry_after)
+    /// (GitHub's `403` under [`RateLimitHeaders::github()`]), when the
+    /// answer carries a valid `Retry-After` (see
+    /// [`is_pushback_response`](Self::is_pushback_response)).
     ///
     /// ```
     /// use reqwest_backpressure::{Policy, RateLimitHeaders};
@@ -278,9 +283,14 @@ impl Policy {
         self
     }
 
-    /// Whether a response with `status` is a pushback, given what its
-    /// rate-limit headers said: one of [`statuses`](Self::statuses), or a
-    /// status the rate-limit headers declare, with the quota exhausted.
+    /// Whether a response with `status` is a pushback, given only whether
+    /// its rate-limit headers said the quota is `exhausted`: one of
+    /// [`statuses`](Self::statuses), or a status the rate-limit headers
+    /// declare, with the quota exhausted. It does not see the answer's
+    /// `Retry-After`, which makes a status declared with
+    /// [`RateLimitHeaders::pushback_status_with_retry_after`] (GitHub's
+    /// `403`) a pushback too: the middleware decides with
+    /// [`is_pushback_response`](Self::is_pushback_response).
     #[must_use]
     pub fn is_pushback(&self, status: StatusCode, exhausted: bool) -> bool {
         self.is_retry_status(status)
@@ -289,6 +299,52 @@ impl Policy {
                     .rate_limit_headers
                     .pushback_statuses()
                     .contains(&status))
+    }
+
+    /// Whether an answer is a pushback, as the middleware decides it: its
+    /// `status` is one of [`statuses`](Self::statuses); or the rate-limit
+    /// headers declare it and `rate_limit` (what they read on this answer)
+    /// says the quota is exhausted; or they declare it with
+    /// [`RateLimitHeaders::pushback_status_with_retry_after`] and the
+    /// answer's `headers` carry a valid `Retry-After`.
+    ///
+    /// Any other answer is returned as it is and never retried: its
+    /// [`RetryReport`](crate::RetryReport) counts the attempts and names
+    /// no stop reason. `Retry-After` is parsed only when it decides.
+    ///
+    /// ```
+    /// use http::{HeaderMap, HeaderValue, StatusCode};
+    /// use reqwest_backpressure::{Policy, RateLimitHeaders};
+    ///
+    /// let github = RateLimitHeaders::github();
+    /// let policy = Policy::default().rate_limit_headers(github.clone());
+    /// let now = std::time::UNIX_EPOCH;
+    /// // GitHub's secondary rate limit: quota left, and a `retry-after`.
+    /// let mut secondary = HeaderMap::new();
+    /// secondary.insert("x-ratelimit-remaining", HeaderValue::from_static("4987"));
+    /// secondary.insert("retry-after", HeaderValue::from_static("60"));
+    /// let hint = github.read(&secondary, now);
+    /// assert!(policy.is_pushback_response(StatusCode::FORBIDDEN, &hint, &secondary));
+    /// // A 403 refusing the request itself.
+    /// let mut refused = HeaderMap::new();
+    /// refused.insert("x-ratelimit-remaining", HeaderValue::from_static("4987"));
+    /// let hint = github.read(&refused, now);
+    /// assert!(!policy.is_pushback_response(StatusCode::FORBIDDEN, &hint, &refused));
+    /// ```
+    #[must_use]
+    pub fn is_pushback_response(
+        &self,
+        status: StatusCode,
+        rate_limit: &RateLimitHint,
+        headers: &HeaderMap,
+    ) -> bool {
+        if self.is_pushback(status, rate_limit.exhausted()) {
+            return true;
+        }
+        self.rate_limit_headers
+            .retry_after_statuses()
+            .contains(&status)
+            && Hint::from_headers(headers).value().is_some()
     }
 
     pub(crate) fn pacing_config(&self) -> PacingConfig {

@@ -83,7 +83,10 @@ const RETRY_AFTER_MS: HeaderName = HeaderName::from_static("retry-after-ms");
 /// let headers = RateLimitHeaders::github()
 ///     .and(RateLimitHeaders::ietf())
 ///     .reset_header(http::HeaderName::from_static("x-quota-reset"), ResetFormat::Seconds, None);
-/// assert_eq!(headers.pushback_statuses(), &[StatusCode::FORBIDDEN]);
+/// assert_eq!(
+///     headers.pushback_statuses(),
+///     &[StatusCode::FORBIDDEN, StatusCode::TOO_MANY_REQUESTS]
+/// );
 ///
 /// let mut response = HeaderMap::new();
 /// response.insert("x-ratelimit-remaining", HeaderValue::from_static("0"));
@@ -97,7 +100,11 @@ const RETRY_AFTER_MS: HeaderName = HeaderName::from_static("retry-after-ms");
 pub struct RateLimitHeaders {
     ietf: bool,
     limits: Vec<LimitSpec>,
+    /// Every declared pushback status, in the order declared.
     statuses: Vec<StatusCode>,
+    /// The declared statuses that a valid `Retry-After` alone makes a
+    /// pushback (a subset of `statuses`).
+    retry_after_statuses: Vec<StatusCode>,
 }
 
 impl Default for RateLimitHeaders {
@@ -121,9 +128,20 @@ impl RateLimitHeaders {
     }
 
     /// GitHub: `x-ratelimit-remaining` with `x-ratelimit-reset`
-    /// ([`ResetFormat::EpochSeconds`]). GitHub answers an exhausted quota
-    /// with `403` as well as `429`, so `403` is a
-    /// [pushback status](Self::pushback_status).
+    /// ([`ResetFormat::EpochSeconds`]).
+    ///
+    /// GitHub answers both of its limits with `403` as well as `429`: its
+    /// primary limit with `x-ratelimit-remaining: 0` and the reset, its
+    /// secondary limit with a `retry-after` while quota is left. So `403`
+    /// and `429` are declared with
+    /// [`pushback_status_with_retry_after`](Self::pushback_status_with_retry_after):
+    /// a pushback when the quota is exhausted (waited for until
+    /// `x-ratelimit-reset`) or when the answer carries a valid
+    /// `Retry-After` (waited for as the server's time). A `403` with
+    /// neither is GitHub refusing the request itself, returned as it is.
+    /// (GitHub asks a client that meets a secondary limit with neither to
+    /// wait at least a minute; by its headers such an answer cannot be told
+    /// apart from any other `403`.)
     #[must_use]
     pub fn github() -> Self {
         RateLimitHeaders::none()
@@ -132,7 +150,8 @@ impl RateLimitHeaders {
                 ResetFormat::EpochSeconds,
                 Some(X_RATELIMIT_REMAINING),
             )
-            .pushback_status(StatusCode::FORBIDDEN)
+            .pushback_status_with_retry_after(StatusCode::FORBIDDEN)
+            .pushback_status_with_retry_after(StatusCode::TOO_MANY_REQUESTS)
     }
 
     /// OpenAI: `x-ratelimit-remaining-requests` with
@@ -219,10 +238,13 @@ impl RateLimitHeaders {
             ietf: false,
             limits: Vec::new(),
             statuses: Vec::new(),
+            retry_after_statuses: Vec::new(),
         }
     }
 
     /// Both sets of headers (and pushback statuses), without duplicates.
+    /// A status declared by both sets with different rules takes the
+    /// broader one ([`pushback_status_with_retry_after`](Self::pushback_status_with_retry_after)).
     /// Order does not change what is read, but equality compares it:
     /// `a.and(b)` and `b.and(a)` read the same and may not be `==`.
     #[must_use]
@@ -232,7 +254,11 @@ impl RateLimitHeaders {
             self.push(spec);
         }
         for status in other.statuses {
-            self = self.pushback_status(status);
+            self = if other.retry_after_statuses.contains(&status) {
+                self.pushback_status_with_retry_after(status)
+            } else {
+                self.pushback_status(status)
+            };
         }
         self
     }
@@ -255,9 +281,12 @@ impl RateLimitHeaders {
         self
     }
 
-    /// Declares a status (GitHub's `403`) that is a pushback only when these
-    /// headers say a quota is used up ([`RateLimitHint::exhausted`]). This
-    /// only records the status; the caller decides with it.
+    /// Declares a status that is a pushback only when these headers say a
+    /// quota is used up ([`RateLimitHint::exhausted`]: a count of 0 with a
+    /// reset). Any other answer with this status is returned as it is.
+    /// This only records the status;
+    /// [`Policy::is_pushback_response`](crate::Policy::is_pushback_response)
+    /// decides with it.
     #[must_use]
     pub fn pushback_status(mut self, status: StatusCode) -> Self {
         if !self.statuses.contains(&status) {
@@ -266,11 +295,64 @@ impl RateLimitHeaders {
         self
     }
 
-    /// The statuses declared with [`pushback_status`](Self::pushback_status),
+    /// Declares a status (GitHub's `403`) that is a pushback when these
+    /// headers say a quota is used up, as with
+    /// [`pushback_status`](Self::pushback_status), *or* when the answer
+    /// carries a valid `Retry-After` (a zero or a past date included),
+    /// whatever the headers say is left. An invalid `Retry-After` does not
+    /// make it one: such an answer with quota left is returned as it is,
+    /// never guessed into a pushback (with the quota exhausted it is a
+    /// pushback, and stops with `invalid_retry_after`). Declaring a status
+    /// both ways keeps this, the broader rule.
+    ///
+    /// ```
+    /// use http::{HeaderMap, HeaderValue, StatusCode};
+    /// use reqwest_backpressure::{Policy, RateLimitHeaders, ResetFormat};
+    ///
+    /// let headers = RateLimitHeaders::none()
+    ///     .reset_header(
+    ///         http::HeaderName::from_static("x-quota-reset"),
+    ///         ResetFormat::Seconds,
+    ///         Some(http::HeaderName::from_static("x-quota-left")),
+    ///     )
+    ///     .pushback_status_with_retry_after(StatusCode::FORBIDDEN);
+    /// assert_eq!(headers.retry_after_statuses(), &[StatusCode::FORBIDDEN]);
+    /// let policy = Policy::default().rate_limit_headers(headers.clone());
+    ///
+    /// let mut answer = HeaderMap::new();
+    /// answer.insert("x-quota-left", HeaderValue::from_static("12"));
+    /// let hint = headers.read(&answer, std::time::UNIX_EPOCH);
+    /// // Quota left, no `Retry-After`: a plain 403.
+    /// assert!(!policy.is_pushback_response(StatusCode::FORBIDDEN, &hint, &answer));
+    /// // Quota left, and a `Retry-After`: the server asks for a wait.
+    /// answer.insert("retry-after", HeaderValue::from_static("30"));
+    /// assert!(policy.is_pushback_response(StatusCode::FORBIDDEN, &hint, &answer));
+    /// ```
+    #[must_use]
+    pub fn pushback_status_with_retry_after(mut self, status: StatusCode) -> Self {
+        self = self.pushback_status(status);
+        if !self.retry_after_statuses.contains(&status) {
+            self.retry_after_statuses.push(status);
+        }
+        self
+    }
+
+    /// Every declared pushback status, with
+    /// [`pushback_status`](Self::pushback_status) or
+    /// [`pushback_status_with_retry_after`](Self::pushback_status_with_retry_after),
     /// in the order declared.
     #[must_use]
     pub fn pushback_statuses(&self) -> &[StatusCode] {
         &self.statuses
+    }
+
+    /// The declared statuses that a valid `Retry-After` alone makes a
+    /// pushback (declared with
+    /// [`pushback_status_with_retry_after`](Self::pushback_status_with_retry_after)),
+    /// in the order declared.
+    #[must_use]
+    pub fn retry_after_statuses(&self) -> &[StatusCode] {
+        &self.retry_after_statuses
     }
 
     /// Whether no header is read at all (pushback statuses alone read

@@ -2,9 +2,10 @@
 //!
 //! Why read them beside `Retry-After`? Many APIs answer `429` without a
 //! `Retry-After` but with their own reset headers (GitHub, OpenAI,
-//! Anthropic, Discord, the IETF `RateLimit` drafts), and GitHub signals an
-//! exhausted quota with `403`. Reading those turns a stop for
-//! `missing_retry_after` into a wait the server itself asked for.
+//! Anthropic, Discord, the IETF `RateLimit` drafts), and GitHub signals both
+//! an exhausted quota and its secondary limit with `403`. Reading those turns
+//! a stop for `missing_retry_after` into a wait the server itself asked
+//! for, and tells a `403` that asks for a wait from one that refuses.
 //!
 //! Why strict? The same as for `Retry-After`: a guessed reset either hammers
 //! the server or stalls the client. Each header's format is declared, never

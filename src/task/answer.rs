@@ -33,7 +33,7 @@ impl<S: Store> Task<'_, S> {
         let rate_limit = self.rate_limit(response, || {
             *received_at.get_or_insert_with(SystemTime::now)
         });
-        if policy.is_pushback(response.status(), rate_limit.exhausted()) {
+        if policy.is_pushback_response(response.status(), &rate_limit, response.headers()) {
             return Err((rate_limit, received_at.unwrap_or_else(SystemTime::now)));
         }
         self.planner.finish(&mut self.state);

@@ -8,6 +8,7 @@ mod conformance;
 #[cfg(feature = "conformance")]
 mod external_store;
 mod fuzz;
+mod github;
 mod known_deviations;
 mod middleware;
 mod parser;

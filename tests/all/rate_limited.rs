@@ -1,6 +1,8 @@
 //! Rate-limit headers over real HTTP (wiremock on loopback): a pushback
 //! that carries only a `RateLimit` reset, `Retry-After` winning over it,
-//! GitHub's 403, the proactive gate on a `200` with `r=0`, and a server that
+//! GitHub's 403s (primary and secondary limits, and a plain one; a whole
+//! GitHub-like server is in `github.rs`), the proactive gate on a `200` with
+//! `r=0`, and a server that
 //! answers `Retry-After: 0` inside a closed window (as Flask-Limiter and
 //! tower-governor do). Arrival times are taken on the server's side.
 
@@ -153,18 +155,153 @@ async fn a_github_403_that_gives_no_time_is_not_retried() {
         report(&resp).stop_reason().map(|r| r.code()),
         Some("missing_retry_after")
     );
-    // Quota left: not a pushback, even with a `Retry-After`.
+    // Quota left and an invalid `Retry-After`: not a pushback, never
+    // guessed into one.
     let (left, left_seen) = scripted(|_, _| {
         ResponseTemplate::new(403)
             .insert_header("x-ratelimit-remaining", "12")
-            .insert_header("Retry-After", "1")
+            .insert_header("Retry-After", "1.5")
     })
     .await;
     let resp = client(policy).get(left.uri()).send().await.unwrap();
     assert_eq!(resp.status(), 403);
-    assert_eq!(report(&resp).stop_reason(), None);
+    let r = report(&resp);
+    assert_eq!(
+        (r.attempts(), r.stop_reason(), r.retry_at()),
+        (1, None, None)
+    );
     assert_eq!(past_seen.len(), 1);
     assert_eq!(left_seen.len(), 1);
+}
+
+/// GitHub's secondary rate limit: quota left, and a `retry-after`.
+fn secondary_limit(retry_after: &str) -> ResponseTemplate {
+    ResponseTemplate::new(403)
+        .insert_header("x-ratelimit-limit", "5000")
+        .insert_header("x-ratelimit-remaining", "4987")
+        .insert_header(
+            "x-ratelimit-reset",
+            epoch_in(Duration::from_secs(3000)).as_str(),
+        )
+        .insert_header("retry-after", retry_after)
+}
+
+#[tokio::test]
+async fn a_github_secondary_limit_403_waits_for_its_retry_after() {
+    let (server, seen) = scripted(|_, i| match i {
+        0 => secondary_limit("1"),
+        _ => ResponseTemplate::new(200),
+    })
+    .await;
+    let resp = client(exact().rate_limit_headers(RateLimitHeaders::github()))
+        .get(server.uri())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let r = report(&resp);
+    assert_eq!(r.attempts(), 2);
+    assert_eq!(r.stop_reason(), None);
+    assert_eq!(r.hint_source().map(|s| s.code()), Some("retry_after"));
+    let g = seen.first_gap();
+    assert!(
+        g >= Duration::from_secs(1),
+        "{g:?}: sent before retry-after"
+    );
+    assert!(g < Duration::from_secs(3), "{g:?}");
+}
+
+#[tokio::test]
+async fn a_github_secondary_limit_403_closes_the_origins_gate() {
+    // The task that met it stops at once (one attempt allowed) and says
+    // why; the next request to the origin waits out the `retry-after`.
+    let (server, seen) = scripted(|path, _| match path {
+        "/a" => secondary_limit("1"),
+        _ => ResponseTemplate::new(200),
+    })
+    .await;
+    let policy = exact()
+        .rate_limit_headers(RateLimitHeaders::github())
+        .max_attempts(1);
+    let client = client(policy);
+    let resp = client
+        .get(format!("{}/a", server.uri()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 403);
+    let r = report(&resp);
+    assert_eq!(r.attempts(), 1);
+    assert_eq!(
+        r.stop_reason().map(|s| s.code()),
+        Some("attempt_budget_exhausted")
+    );
+    // When GitHub takes requests again.
+    assert!(r.retry_at().is_some());
+    let other = client
+        .get(format!("{}/b", server.uri()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(other.status(), 200);
+    assert_eq!(report(&other).attempts(), 1);
+    let g = seen.first_gap();
+    assert!(
+        g >= Duration::from_secs(1),
+        "{g:?}: the gate let it through"
+    );
+}
+
+#[tokio::test]
+async fn a_github_secondary_limit_past_max_wait_stops_with_its_code() {
+    let (server, seen) = scripted(|_, _| secondary_limit("120")).await;
+    let before = SystemTime::now();
+    let resp = client(exact().rate_limit_headers(RateLimitHeaders::github()))
+        .get(server.uri())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 403);
+    let r = report(&resp);
+    assert_eq!(r.attempts(), 1);
+    assert_eq!(
+        r.stop_reason().map(|s| s.code()),
+        Some("wait_budget_exhausted")
+    );
+    assert_eq!(r.hint_source().map(|s| s.code()), Some("retry_after"));
+    // The caller is told when GitHub takes requests again.
+    let at = r.retry_at().expect("the server's time");
+    assert!(at >= before + Duration::from_secs(120), "{at:?}");
+    assert_eq!(seen.len(), 1);
+}
+
+#[tokio::test]
+async fn a_403_with_retry_after_is_plain_unless_declared_so() {
+    // The default headers declare no status; `pushback_status` declares
+    // one for an exhausted quota only: a `Retry-After` alone makes neither
+    // a pushback.
+    let exhausted_only = RateLimitHeaders::none()
+        .reset_header(
+            http::HeaderName::from_static("x-ratelimit-reset"),
+            reqwest_backpressure::ResetFormat::EpochSeconds,
+            Some(http::HeaderName::from_static("x-ratelimit-remaining")),
+        )
+        .pushback_status(http::StatusCode::FORBIDDEN);
+    for headers in [RateLimitHeaders::ietf(), exhausted_only] {
+        let (server, seen) = scripted(|_, _| secondary_limit("1")).await;
+        let resp = client(exact().rate_limit_headers(headers))
+            .get(server.uri())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 403);
+        let r = report(&resp);
+        assert_eq!(
+            (r.attempts(), r.stop_reason(), r.retry_at()),
+            (1, None, None)
+        );
+        assert_eq!(seen.len(), 1);
+    }
 }
 
 #[tokio::test]

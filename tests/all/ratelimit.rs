@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use proptest::prelude::*;
 use reqwest_backpressure::{
-    MAX_RATELIMIT_LEN, RateLimitHeaders, RateLimitHint, ResetFormat, parse_reset,
+    MAX_RATELIMIT_LEN, Policy, RateLimitHeaders, RateLimitHint, ResetFormat, parse_reset,
 };
 
 /// 2023-11-14T22:13:20Z.
@@ -430,7 +430,9 @@ fn draft06_separate_fields() {
 #[test]
 fn github() {
     let gh = RateLimitHeaders::github();
-    assert_eq!(gh.pushback_statuses(), &[StatusCode::FORBIDDEN]);
+    let declared = [StatusCode::FORBIDDEN, StatusCode::TOO_MANY_REQUESTS];
+    assert_eq!(gh.pushback_statuses(), &declared);
+    assert_eq!(gh.retry_after_statuses(), &declared);
     let h = read(
         &gh,
         &[
@@ -651,7 +653,99 @@ fn presets_combine_with_and() {
     assert!(h.exhausted());
     assert_eq!(h.reset(), Some(secs(90)));
     assert_eq!(h.retry_in(), Some(secs(120)));
-    assert_eq!(all.pushback_statuses(), &[StatusCode::FORBIDDEN]);
+    assert_eq!(
+        all.pushback_statuses(),
+        &[StatusCode::FORBIDDEN, StatusCode::TOO_MANY_REQUESTS]
+    );
+}
+
+#[test]
+fn a_status_declared_both_ways_keeps_the_broader_rule() {
+    let narrow = RateLimitHeaders::none().pushback_status(StatusCode::FORBIDDEN);
+    let broad = RateLimitHeaders::none().pushback_status_with_retry_after(StatusCode::FORBIDDEN);
+    assert!(narrow.retry_after_statuses().is_empty());
+    for both in [
+        narrow.clone().and(broad.clone()),
+        broad.clone().and(narrow.clone()),
+        narrow
+            .clone()
+            .pushback_status_with_retry_after(StatusCode::FORBIDDEN),
+        broad.clone().pushback_status(StatusCode::FORBIDDEN),
+    ] {
+        assert_eq!(both.pushback_statuses(), &[StatusCode::FORBIDDEN]);
+        assert_eq!(both.retry_after_statuses(), &[StatusCode::FORBIDDEN]);
+        assert_eq!(both, broad);
+    }
+}
+
+/// The rate-limit headers read, the answer's status and fields, and
+/// whether it is a pushback.
+type Case<'a> = (&'a RateLimitHeaders, u16, &'a [(&'a str, &'a str)], bool);
+
+#[test]
+fn which_answers_are_pushbacks() {
+    let github = RateLimitHeaders::github();
+    // 502 declared for an exhausted quota only.
+    let narrow = RateLimitHeaders::github().pushback_status(StatusCode::BAD_GATEWAY);
+    let ietf = RateLimitHeaders::ietf();
+    let exhausted = [
+        ("x-ratelimit-remaining", "0"),
+        ("x-ratelimit-reset", "1700000060"),
+    ];
+    let left = [
+        ("x-ratelimit-remaining", "4987"),
+        ("x-ratelimit-reset", "1700000060"),
+    ];
+    let left_retry = [
+        ("x-ratelimit-remaining", "4987"),
+        ("x-ratelimit-reset", "1700000060"),
+        ("retry-after", "60"),
+    ];
+    let date = "Sun, 06 Nov 1994 08:49:37 GMT";
+    let cases: &[Case<'_>] = &[
+        // GitHub: the primary limit, the secondary limit, a plain 403.
+        (&github, 403, &exhausted, true),
+        (&github, 403, &left_retry, true),
+        (&github, 403, &[("retry-after", "0")], true),
+        (&github, 403, &[("retry-after", date)], true),
+        (&github, 403, &left, false),
+        (&github, 403, &[], false),
+        (&github, 403, &[("retry-after", "1.5")], false),
+        (
+            &github,
+            403,
+            &[("retry-after", "1"), ("retry-after", "1")],
+            false,
+        ),
+        (&github, 429, &left, true),
+        (&github, 404, &left_retry, false),
+        // Declared for an exhausted quota only: `Retry-After` is not enough.
+        (&narrow, 502, &left_retry, false),
+        (&narrow, 502, &exhausted, true),
+        // Nothing declared: the policy's statuses only.
+        (&ietf, 403, &left_retry, false),
+        (&ietf, 403, &exhausted, false),
+        (&ietf, 503, &[], true),
+    ];
+    for (i, &(headers, code, fields, pushback)) in cases.iter().enumerate() {
+        let policy = Policy::default().rate_limit_headers(headers.clone());
+        let status = StatusCode::from_u16(code).unwrap();
+        let fields = map(fields);
+        let hint = headers.read(&fields, now());
+        assert_eq!(
+            policy.is_pushback_response(status, &hint, &fields),
+            pushback,
+            "case {i}: {code} {fields:?}"
+        );
+        // Without the answer's headers, only an exhausted quota counts.
+        if !policy.is_retry_status(status) {
+            assert_eq!(
+                policy.is_pushback(status, hint.exhausted()),
+                pushback && hint.exhausted(),
+                "case {i}"
+            );
+        }
+    }
 }
 
 #[test]

@@ -11,7 +11,9 @@
 //! Adding a server shape (a sliding log, "`Retry-After: 0` inside a closed
 //! window", …) is one [`Shape`] variant, its state in [`Limit`] and one arm
 //! of [`Limit::admit`], all in `server/shapes.rs`: the transport, the
-//! per-task records and the counts stay shared.
+//! per-task records and the counts stay shared. A server that answers
+//! otherwise than `429` + `Retry-After` (GitHub's `403`s, with headers of
+//! its own) is a module beside it (`server/github.rs`).
 
 #![allow(dead_code)]
 
@@ -145,6 +147,11 @@ impl Arrivals {
 
 #[path = "server/shapes.rs"]
 mod shapes;
+
+/// A GitHub-like server: its primary and secondary rate limits, and a
+/// plain `403`.
+#[path = "server/github.rs"]
+pub mod github;
 
 use shapes::Limit;
 pub use shapes::{Shape, Verdict};

@@ -28,4 +28,6 @@ mod observe;
 mod retry;
 #[cfg(feature = "reqwest-tracing")]
 mod spans;
+#[cfg(feature = "reqwest-retry")]
+mod stacking;
 mod support;
