@@ -273,7 +273,7 @@ impl OriginState {
             self.release(now, reservation);
             return Some(wait);
         }
-        self.pace.used(now);
+        self.pace.used(now, reservation.slot);
         None
     }
 

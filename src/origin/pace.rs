@@ -70,6 +70,10 @@ pub(super) struct Pace {
     pub(super) next_slot: Duration,
     /// Slots handed out and neither confirmed nor given back yet.
     pub(super) reserved: u32,
+    /// Slots up to this time are no longer counted in `reserved` (they
+    /// had all come when it was last reset): a late confirmation or
+    /// release of one of them must not count off a later reservation.
+    pub(super) settled: Duration,
     /// When the pace was last set or raised.
     pub(super) raised_at: Duration,
     /// When an answer without a server time last cut the pace.
@@ -107,6 +111,7 @@ impl Pace {
             mode: Mode::Unpaced,
             next_slot: Duration::ZERO,
             reserved: 0,
+            settled: Duration::ZERO,
             raised_at: now,
             last_cut: None,
         }
@@ -140,6 +145,7 @@ impl Pace {
     pub(super) fn settle(&mut self, now: Duration) {
         if now >= self.next_slot {
             self.reserved = 0;
+            self.settled = self.settled.max(self.next_slot);
         }
     }
 

@@ -8,7 +8,11 @@ use super::pace::{Mode, Pace, interval};
 
 impl Pace {
     /// A task whose slot has come (`now`) sends: its reservation is settled.
-    pub(super) fn used(&mut self, now: Duration) {
+    pub(super) fn used(&mut self, now: Duration, slot: Duration) {
+        if slot <= self.settled {
+            // Already counted off when every slot up to it had come.
+            return;
+        }
         self.reserved = self.reserved.saturating_sub(1);
         if self.reserved == 0 {
             self.rewind(now);
@@ -22,6 +26,10 @@ impl Pace {
     /// to `now`). A slot given back between two that are still held is not
     /// handed out again: the tasks behind it keep the times they were told.
     pub(super) fn release(&mut self, now: Duration, slot: Duration) {
+        if slot <= self.settled {
+            // Already counted off, and its time has come: nothing to give.
+            return;
+        }
         self.reserved = self.reserved.saturating_sub(1);
         if self.reserved == 0 {
             self.rewind(now);

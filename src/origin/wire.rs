@@ -31,7 +31,7 @@ impl OriginState {
         let maybe =
             |t: Option<Duration>| t.map_or_else(|| "-".to_owned(), |t| nanos(t).to_string());
         format!(
-            "o7 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+            "o8 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
             nanos(gate.until),
             nanos(gate.span),
             nanos(gate.server_until),
@@ -59,6 +59,7 @@ impl OriginState {
             u8::from(quota.announced),
             pace.reserved,
             maybe(pace.last_cut),
+            nanos(pace.settled),
         )
     }
 
@@ -68,7 +69,7 @@ impl OriginState {
     pub fn decode(s: &str) -> Option<Self> {
         let f: Vec<&str> = s.split(' ').collect();
         let [
-            "o7",
+            "o8",
             gate,
             span,
             server,
@@ -96,6 +97,7 @@ impl OriginState {
             quota_announced,
             reserved,
             last_cut,
+            settled,
         ] = f.as_slice()
         else {
             return None;
@@ -146,6 +148,7 @@ impl OriginState {
                 mode,
                 next_slot: time(next)?,
                 reserved: reserved.parse().ok()?,
+                settled: time(settled)?,
                 raised_at: time(raised)?,
                 last_cut: maybe(last_cut)?,
             },

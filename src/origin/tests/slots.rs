@@ -95,3 +95,31 @@ fn a_confirmed_slot_behind_a_closed_gate_is_given_back() {
     assert_eq!(o.confirm(ms(1100), held[0]), Some(ms(950)));
     assert_eq!(o.pace.reserved, 2);
 }
+
+#[test]
+fn a_late_confirmation_never_counts_off_a_later_reservation() {
+    // Slots handed out, all of whose times come before they are
+    // confirmed (a shared store applies confirmations a round trip
+    // late): an admission meanwhile counts them off. Their late
+    // confirmations must not count off the reservation it made, or the
+    // queue would rewind under it and hand its slot out twice.
+    let mut o = after_burst(5);
+    let _ = o.admit(ON, ms(1000), LONG);
+    let old = queue(&mut o, ms(1000), 4);
+    let last = old.iter().map(|r| r.slot).max().unwrap();
+    let later = last + ms(1);
+    let fresh = queue(&mut o, later, 3);
+    assert_eq!(fresh.len(), 3);
+    for r in &old {
+        assert_eq!(o.confirm(later + ms(2), *r), None);
+    }
+    assert_eq!(o.pace.reserved, 3);
+    // The next task queues behind the three, not on one of their slots.
+    let next = queue(&mut o, later + ms(3), 1);
+    let taken: Vec<_> = fresh.iter().map(|r| r.slot).collect();
+    assert!(
+        !taken.contains(&next[0].slot),
+        "{:?} handed out twice",
+        next[0].slot
+    );
+}
