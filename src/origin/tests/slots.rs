@@ -32,7 +32,7 @@ fn the_last_slot_given_back_is_the_next_task_s() {
     let mut o = after_burst(5);
     let _ = o.admit(ON, ms(1000), LONG);
     let held = queue(&mut o, ms(1000), 12);
-    let last = *held.last().unwrap();
+    let last = *held.last().expect("twelve tasks queued");
     o.release(ms(1001), last);
     match o.admit(ON, ms(1001), LONG) {
         Admission::SlotReserved(_, r) => assert_eq!(r.slot, last.slot),
@@ -106,7 +106,7 @@ fn a_late_confirmation_never_counts_off_a_later_reservation() {
     let mut o = after_burst(5);
     let _ = o.admit(ON, ms(1000), LONG);
     let old = queue(&mut o, ms(1000), 4);
-    let last = old.iter().map(|r| r.slot).max().unwrap();
+    let last = old.iter().map(|r| r.slot).max().expect("four tasks queued");
     let later = last + ms(1);
     let fresh = queue(&mut o, later, 3);
     assert_eq!(fresh.len(), 3);
