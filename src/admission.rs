@@ -51,23 +51,39 @@ pub(crate) fn admit<'s, S: Store>(
     })
 }
 
-/// A task whose reserved slot has come is about to send: settles the
-/// reservation. When the gate closed again meanwhile, how long from now it
-/// stays closed (the reservation is then given back, and the task queues
-/// anew). A slot held on another state than the one the store now applies
-/// updates to (a store failing over, or back) is not settled there: the
-/// gate is only read.
-pub(crate) async fn confirm<S: Store>(
+/// A task whose reserved slot has come is about to send: whether the
+/// origin's gate closed again meanwhile (a probe was rejected), and for how
+/// long from now. Only read: a read is one round trip however many tasks
+/// confirm at once, where updates of a shared state wait their turn, and a
+/// send that leaves late crowds the next batch (a sliding log counts it
+/// there). The reservation is settled afterwards ([`settle`]).
+pub(crate) fn confirm<'s, S: Store>(
+    store: &'s S,
+    origin: &'s str,
+) -> impl Future<Output = Result<Option<Duration>, StoreError>> + Send + 's {
+    store.gate(origin)
+}
+
+/// Settles a reserved slot whose task sent (or, with `gate_closed`, will
+/// not send: the gate closed again, and the slot is given back), on the
+/// state that holds it. A slot held on another state than the one the
+/// store now applies updates to (a store failing over, or back) is not
+/// settled there.
+pub(crate) async fn settle<S: Store>(
     store: &S,
     origin: &str,
     slot: Slot,
-) -> Result<Option<Duration>, StoreError> {
+    gate_closed: bool,
+) -> Result<(), StoreError> {
     store
         .update_origin(origin, move |state, now| {
-            if now.is_fallback() == slot.on_fallback {
-                state.confirm(now.time(), slot.reservation)
+            if now.is_fallback() != slot.on_fallback {
+                return;
+            }
+            if gate_closed {
+                state.release(now.time(), slot.reservation);
             } else {
-                state.gate_in(now.time())
+                state.sent(now.time(), slot.reservation);
             }
         })
         .await

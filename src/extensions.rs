@@ -341,8 +341,11 @@ impl RetryReport {
 
     /// Where the time the last pushback asked for came from: the server's
     /// `Retry-After` (`retry_after`), a rate-limit header's reset
-    /// (`ratelimit`), or the policy's fallback (`fallback`). `None` when no
-    /// pushback gave a time (a first-try success, or a stop before one).
+    /// (`ratelimit`), the policy's fallback (`fallback`), or, for a
+    /// pushback with no time at all, the origin's gate (`gate`: the task
+    /// waited there for the hold the pushback closed it for, then for its
+    /// paced slot). `None` when no pushback gave a time (a first-try
+    /// success, or a stop before one).
     #[must_use]
     pub fn hint_source(&self) -> Option<HintSource> {
         self.hint_source

@@ -1,11 +1,11 @@
 //! What an origin's answers do to its parts: a success feeds the period
 //! and the pace, a stated quota the quota, a pushback or a spent quota the
-//! gate (or, without a usable time, a cut of the pace).
+//! gate (closed until the server's time, or, without one, for a hold of
+//! our own).
 
 use std::time::Duration;
 
 use super::gate::Closing;
-use super::pace::Cut;
 use super::{OriginState, Outcome, PacingConfig};
 
 impl OriginState {
@@ -135,7 +135,8 @@ impl OriginState {
 
     /// Closes the gate until `retry_at`, for a rejection or a spent quota
     /// the origin answered at `answered` (at or before `now`, when it is
-    /// applied); without a usable time, cuts the pace instead.
+    /// applied); without a time, for a hold of our own (see
+    /// [`Gate::close_silent`](super::gate::Gate::close_silent)).
     fn hold(
         &mut self,
         cfg: PacingConfig,
@@ -147,10 +148,15 @@ impl OriginState {
         if !cfg.gate {
             return;
         }
-        match self.gate.close(cfg.max_gate, now, answered, retry_at) {
-            Closing::Closed(at) => self.period.closed(at),
-            Closing::Zero => {}
-            Closing::NoTime => self.pace.cut(now, Cut::NoTime),
+        let closing = match retry_at {
+            Some(at) => self.gate.close(cfg.max_gate, now, answered, at),
+            None => {
+                let admitted_since = self.period.successes > 0;
+                self.gate.close_silent(cfg.max_gate, answered, admitted_since)
+            }
+        };
+        if let Closing::Closed(at) = closing {
+            self.period.closed(at);
         }
     }
 }

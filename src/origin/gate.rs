@@ -4,6 +4,12 @@
 //! until the server's time (capped at the policy's `max_wait`, after which
 //! one probe finds out), a later time is never shortened by an earlier one,
 //! and nothing is told to come back before the latest time a server named.
+//!
+//! A pushback with no time at all (a bare `429` or `503`, as nginx's
+//! `limit_req` and HAProxy's stick tables send) closes the gate too, for a
+//! hold of our own: a second, doubled each time the probe after it is
+//! rejected as well, so that a server that says nothing sees one probe per
+//! hold, never a retry per rejected task.
 
 use std::time::Duration;
 
@@ -25,6 +31,8 @@ pub(super) struct Gate {
     /// Whether the gate closed in the current period, so that its reopening
     /// learns the pace again (and lets a probe through first).
     pub(super) reopen_pending: bool,
+    /// The hold of the last closing without a server time (zero: none yet).
+    pub(super) silent: Duration,
 }
 
 /// What a pushback's time did to the gate.
@@ -35,8 +43,6 @@ pub(super) enum Closing {
     Closed(Duration),
     /// A zero time that is believed (the first within the granularity).
     Zero,
-    /// No usable time at all.
-    NoTime,
 }
 
 impl Gate {
@@ -51,47 +57,73 @@ impl Gate {
     }
 
     /// A pushback the origin answered at `answered` (applied at `now`),
-    /// naming `retry_at` when it gave a valid time: the gate closes until
-    /// then, at most `max_gate` after the answer, keeping a later time
-    /// already set. A time already past when applied closes nothing but
-    /// still ends the period.
+    /// naming `retry_at`: the gate closes until then, at most `max_gate`
+    /// after the answer, keeping a later time already set. A time already
+    /// past when applied closes nothing but still ends the period.
     pub(super) fn close(
         &mut self,
         max_gate: Duration,
         now: Duration,
         answered: Duration,
-        retry_at: Option<Duration>,
+        retry_at: Duration,
     ) -> Closing {
-        match retry_at {
-            Some(at) if at > answered => {
-                self.server_until = self.server_until.max(at);
-                let at = at.min(answered.saturating_add(max_gate));
-                if at > self.until {
-                    self.until = at;
-                    self.span = at - answered;
-                }
-                self.reopen_pending = true;
-                Closing::Closed(answered)
+        if retry_at > answered {
+            self.server_until = self.server_until.max(retry_at);
+            let at = retry_at.min(answered.saturating_add(max_gate));
+            if at > self.until {
+                self.until = at;
+                self.span = at - answered;
             }
-            Some(_) => {
-                // A zero time (or a past date). Once is believable; an
-                // origin that keeps answering zero is held for the header's
-                // granularity, so the tasks it rejected queue at the gate
-                // (spending no attempt) and leave at the pace it admitted.
-                let granularity = TUNING.zero_granularity;
-                if let Some(last) = self.last_zero
-                    && now.saturating_sub(last) < granularity
-                {
-                    self.last_zero = None;
-                    let hold = granularity.min(max_gate);
-                    self.close(max_gate, now, now, Some(now.saturating_add(hold)))
-                } else {
-                    self.last_zero = Some(now);
-                    Closing::Zero
-                }
-            }
-            None => Closing::NoTime,
+            self.reopen_pending = true;
+            return Closing::Closed(answered);
         }
+        // A zero time (or a past date). Once is believable; an origin that
+        // keeps answering zero is held for the header's granularity, so the
+        // tasks it rejected queue at the gate (spending no attempt) and
+        // leave at the pace it admitted.
+        let granularity = TUNING.zero_granularity;
+        if let Some(last) = self.last_zero
+            && now.saturating_sub(last) < granularity
+        {
+            self.last_zero = None;
+            let hold = granularity.min(max_gate);
+            self.close(max_gate, now, now, now.saturating_add(hold))
+        } else {
+            self.last_zero = Some(now);
+            Closing::Zero
+        }
+    }
+
+    /// A pushback the origin answered at `answered` with no time at all:
+    /// the gate closes for a hold of our own, from the answer. While it is
+    /// closed (the rest of the same burst's rejections, or a server's time)
+    /// nothing changes. Otherwise the hold is a second, or, when the origin
+    /// admitted nothing since the last such hold (`admitted_since` false:
+    /// its probe was rejected too), twice that hold, at most
+    /// [`silent_hold_max`](super::tuning::Tuning::silent_hold_max) and
+    /// `max_gate`. A hold is no server time: nobody is told it as one.
+    pub(super) fn close_silent(
+        &mut self,
+        max_gate: Duration,
+        answered: Duration,
+        admitted_since: bool,
+    ) -> Closing {
+        self.reopen_pending = true;
+        if self.until > answered {
+            return Closing::Closed(answered);
+        }
+        let hold = if self.silent.is_zero() || admitted_since {
+            TUNING.silent_hold
+        } else {
+            self.silent
+                .saturating_mul(2)
+                .min(TUNING.silent_hold_max.max(TUNING.silent_hold))
+        }
+        .min(max_gate);
+        self.silent = hold;
+        self.until = answered.saturating_add(hold);
+        self.span = hold;
+        Closing::Closed(answered)
     }
 
     /// How long from `now` a refused task is told to wait: `wait`, never

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::pace::{Batches, Cut, Mode, Pace, batch_every, to_count};
+use super::pace::{Batches, Mode, Pace, batch_every, to_count};
 use super::period::Period;
 use super::tuning::TUNING;
 
@@ -39,14 +39,14 @@ impl Pace {
     /// next.
     ///
     /// Later, while pacing, a pushback says the batch was too large: it is
-    /// cut ([`Cut::Rejected`]).
+    /// cut ([`Pace::cut`]).
     pub(super) fn reopen(&mut self, gate: Duration, span: Duration, period: &Period) -> bool {
         // Batches booked beyond the gate (the gate closed on a spent quota
         // while they waited) stand: the queue goes on as booked.
         let mut restart = true;
         if let Mode::Batches(_) = self.mode {
             if period.rejected {
-                self.cut(gate, Cut::Rejected);
+                self.cut();
             }
             restart = self.next_slot <= gate;
         } else {

@@ -264,17 +264,10 @@ impl OriginState {
         probe
     }
 
-    /// A task whose slot has come (`now`) is about to send: its
-    /// reservation is settled. When the gate closed again meanwhile (a
-    /// probe was rejected), how long from now it stays closed: the task
-    /// does not send, and its reservation is given back.
-    pub fn confirm(&mut self, now: Duration, reservation: Reservation) -> Option<Duration> {
-        if let Some(wait) = self.gate.closed_for(now) {
-            self.release(now, reservation);
-            return Some(wait);
-        }
+    /// A task whose slot has come sent at `now`: its reservation is
+    /// settled (whatever the gate did since: the request left).
+    pub fn sent(&mut self, now: Duration, reservation: Reservation) {
         self.pace.used(now, reservation.slot);
-        None
     }
 
     /// A task gives back, at `now`, the slot it reserved and will not use

@@ -3,9 +3,9 @@
 //! Three modes, chosen when the gate reopens from what the period showed:
 //! unpaced (nothing learned yet), slow start (the period admitted nothing
 //! countable, e.g. a shared state lost with its store), and learned
-//! batches. A batch is cut when the origin pushes back and raised after a
-//! long clean run, each at most once per period; slots a task does not use
-//! are given back ([`Pace::release`]).
+//! batches. A batch is cut when a period the origin pushed back in ends,
+//! and raised after a long clean run; slots a task does not use are given
+//! back ([`Pace::release`]).
 
 use std::time::Duration;
 
@@ -76,8 +76,6 @@ pub(super) struct Pace {
     pub(super) settled: Duration,
     /// When the pace was last set or raised.
     pub(super) raised_at: Duration,
-    /// When an answer without a server time last cut the pace.
-    pub(super) last_cut: Option<Duration>,
 }
 
 /// The pace's answer to a task the gate and the quota let through.
@@ -93,17 +91,6 @@ pub(super) enum Slot {
     TooLate(Duration),
 }
 
-/// Why a pace is cut.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Cut {
-    /// The period that ended saw a rejection: the batch was too large, by
-    /// about a tenth.
-    Rejected,
-    /// A pushback with no usable server time: halved, at most once per
-    /// period however many such answers arrive.
-    NoTime,
-}
-
 impl Pace {
     /// Unpaced, first seen at `now`.
     pub(super) fn new(now: Duration) -> Self {
@@ -113,7 +100,6 @@ impl Pace {
             reserved: 0,
             settled: Duration::ZERO,
             raised_at: now,
-            last_cut: None,
         }
     }
 
@@ -129,15 +115,6 @@ impl Pace {
     /// Whether anything paces the queue.
     pub(super) fn is_paced(&self) -> bool {
         self.mode != Mode::Unpaced
-    }
-
-    /// The origin's period: the spacing of its batches, or a second (the
-    /// granularity of servers' windows).
-    fn period(&self) -> Duration {
-        match self.mode {
-            Mode::Batches(b) => b.every.max(TUNING.min_period),
-            _ => TUNING.min_period,
-        }
     }
 
     /// At `now`: once every slot handed out has come, none is reserved any
@@ -246,35 +223,18 @@ impl Pace {
         }
     }
 
-    /// Cuts the pace at `now`; a [`Cut::NoTime`] at most once per period.
-    pub(super) fn cut(&mut self, now: Duration, why: Cut) {
-        if why == Cut::NoTime
-            && self
-                .last_cut
-                .is_some_and(|cut| now.saturating_sub(cut) < self.period())
-        {
-            return;
-        }
-        match (&mut self.mode, why) {
-            (Mode::Batches(b), Cut::Rejected) => {
-                // By a tenth, at least one, at most half.
-                let size = f64::from(b.size);
-                b.resize(
-                    to_count(size * TUNING.cut_factor)
-                        .min(b.size - 1)
-                        .max(to_count((size * TUNING.cut_floor).ceil()))
-                        .max(1),
-                );
-            }
-            (Mode::Batches(b), Cut::NoTime) => {
-                b.resize((b.size / 2).max(1));
-                self.last_cut = Some(now);
-            }
-            (Mode::SlowStart { rate }, Cut::NoTime) => {
-                *rate = (*rate * 0.5).max(TUNING.min_rate);
-                self.last_cut = Some(now);
-            }
-            _ => {}
+    /// The period that ended saw a rejection: the batch was too large, by
+    /// about a tenth (at least one, at most half). Applied once per period,
+    /// when the gate reopens.
+    pub(super) fn cut(&mut self) {
+        if let Mode::Batches(b) = &mut self.mode {
+            let size = f64::from(b.size);
+            b.resize(
+                to_count(size * TUNING.cut_factor)
+                    .min(b.size - 1)
+                    .max(to_count((size * TUNING.cut_floor).ceil()))
+                    .max(1),
+            );
         }
     }
 }

@@ -58,9 +58,17 @@ pub(crate) struct Tuning {
     /// An origin that holds nothing and that nobody used for this long is
     /// forgotten (by a store's sweep, or a shared key's TTL).
     pub(crate) origin_idle: Duration,
-    /// The shortest period of an origin for cuts without a server time: a
-    /// second, the granularity of servers' windows.
-    pub(crate) min_period: Duration,
+    /// How long the gate holds an origin after a pushback with no time at
+    /// all: a second, the granularity of servers' windows and the period
+    /// most limiters that send no time are configured in (nginx's `rate=N
+    /// r/s`, HAProxy's `http_req_rate(1s)`). The pace learns from what the
+    /// origin admitted per hold, so a hold longer than the server's period
+    /// would learn a rate below its own.
+    pub(crate) silent_hold: Duration,
+    /// The longest such hold, reached by doubling while every probe is
+    /// rejected (an outage): a server down for long sees one probe per this
+    /// span, and one back up waits at most this long to be found out.
+    pub(crate) silent_hold_max: Duration,
 }
 
 /// The tuning in force.
@@ -80,5 +88,6 @@ pub(crate) const TUNING: Tuning = Tuning {
     same_window: Duration::from_millis(500),
     epoch_max: Duration::from_secs(60),
     origin_idle: Duration::from_secs(300),
-    min_period: Duration::from_secs(1),
+    silent_hold: Duration::from_secs(1),
+    silent_hold_max: Duration::from_secs(8),
 };

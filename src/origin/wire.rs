@@ -31,7 +31,7 @@ impl OriginState {
         let maybe =
             |t: Option<Duration>| t.map_or_else(|| "-".to_owned(), |t| nanos(t).to_string());
         format!(
-            "o8 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+            "o9 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
             nanos(gate.until),
             nanos(gate.span),
             nanos(gate.server_until),
@@ -58,7 +58,7 @@ impl OriginState {
             nanos(quota.probe_at),
             u8::from(quota.announced),
             pace.reserved,
-            maybe(pace.last_cut),
+            nanos(gate.silent),
             nanos(pace.settled),
         )
     }
@@ -69,7 +69,7 @@ impl OriginState {
     pub fn decode(s: &str) -> Option<Self> {
         let f: Vec<&str> = s.split(' ').collect();
         let [
-            "o8",
+            "o9",
             gate,
             span,
             server,
@@ -96,7 +96,7 @@ impl OriginState {
             quota_probe_at,
             quota_announced,
             reserved,
-            last_cut,
+            silent,
             settled,
         ] = f.as_slice()
         else {
@@ -137,6 +137,7 @@ impl OriginState {
                 server_until: time(server)?,
                 last_zero: maybe(zero)?,
                 reopen_pending: flag(closed)?,
+                silent: time(silent)?,
             },
             quota: Quota {
                 left: quota_left.parse().ok()?,
@@ -150,7 +151,6 @@ impl OriginState {
                 reserved: reserved.parse().ok()?,
                 settled: time(settled)?,
                 raised_at: time(raised)?,
-                last_cut: maybe(last_cut)?,
             },
             period: Period {
                 start: time(epoch)?,

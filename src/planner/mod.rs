@@ -147,9 +147,15 @@ pub enum HintSource {
     /// declared vendor header): the server's time too. Code `ratelimit`.
     RateLimit,
     /// The policy's own fallback delay: the server gave no usable time (no
-    /// `Retry-After`, or a zero one repeated). Spends the retry budget.
-    /// Code `fallback`.
+    /// `Retry-After`, or a zero one repeated). Spends the retry budget when
+    /// no origin gate holds the retry. Code `fallback`.
     Fallback,
+    /// No time at all, and the origin's gate holds the retry: the pushback
+    /// closed the gate for a hold of its own (a second, doubled while the
+    /// probe after it is rejected too), and the task leaves when the gate
+    /// and the pace admit it, with no delay of its own. Spends no retry
+    /// budget. Code `gate`.
+    Gate,
 }
 
 impl HintSource {
@@ -160,6 +166,7 @@ impl HintSource {
             HintSource::RetryAfter => "retry_after",
             HintSource::RateLimit => "ratelimit",
             HintSource::Fallback => "fallback",
+            HintSource::Gate => "gate",
         }
     }
 }

@@ -241,8 +241,10 @@ impl Planner {
     ///   zero after the second, capped at `max_wait` (a truncating server
     ///   says 0 for "under a second", and a retry at once lands in the same
     ///   closed window);
-    /// - no `Retry-After` on a `429`: the fallback delay; on another
-    ///   status, none.
+    /// - no time at all: with the origin's gate on (and holding this
+    ///   retry), none of the task's own: the pushback closed the gate, and
+    ///   the task waits there ([`HintSource::Gate`]); otherwise the
+    ///   fallback delay. With [`Fallback::Stop`], none.
     ///
     /// An invalid `Retry-After` is stopped on by the caller before this.
     fn delay(&self, task: &mut TaskState, pushback: &Pushback) -> Option<(Duration, HintSource)> {
@@ -269,8 +271,14 @@ impl Planner {
             }
             None => match later_reset {
                 Some(reset) => Some((reset, HintSource::RateLimit)),
-                None if pushback.fallback_allowed => fallback(1),
-                None => None,
+                None if !pushback.fallback_allowed => None,
+                None if p.origin_gate
+                    && pushback.gated
+                    && matches!(p.missing_retry_after, Fallback::Delay(_)) =>
+                {
+                    Some((Duration::ZERO, HintSource::Gate))
+                }
+                None => fallback(1),
             },
         }
     }
@@ -296,9 +304,15 @@ impl Planner {
     }
 
     #[doc(hidden)]
-    /// Whether `decision` needs a token from the retry budget.
+    /// Whether `decision`, planned for `pushback`, needs a token from the
+    /// retry budget: a retry at a delay of the policy's own choosing
+    /// ([`HintSource::Fallback`]) that no origin gate holds (the gate is
+    /// off, or the answer came from where a redirect led). The budget
+    /// bounds amplification: a retry that waits at the gate leaves at the
+    /// pace the origin admits, one probe per hold while it admits nothing,
+    /// and adds no load beyond that.
     #[must_use]
-    pub fn needs_budget(&self, decision: &Decision) -> bool {
+    pub fn needs_budget(&self, pushback: &Pushback, decision: &Decision) -> bool {
         matches!(
             decision,
             Decision::Wait {
@@ -306,6 +320,7 @@ impl Planner {
                 ..
             }
         ) && self.policy.retry_budget.enabled
+            && !(self.policy.origin_gate && pushback.gated)
     }
 
     #[doc(hidden)]

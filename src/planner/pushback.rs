@@ -21,8 +21,16 @@ pub struct Pushback {
     /// Whether the request can be sent again (its body is not a stream).
     pub body_replayable: bool,
     /// Whether a missing `Retry-After` falls back to the policy's
-    /// [`Fallback`](crate::Fallback) (true for `429`), or stops (other statuses).
+    /// [`Fallback`](crate::Fallback), or stops (`missing_retry_after`).
+    /// True for every pushback the middleware sees: a `429`, a `503` and any
+    /// status the policy or its rate-limit headers declare.
     pub fallback_allowed: bool,
+    /// Whether the origin's gate holds the retry: the answer came from the
+    /// origin the retry is sent to (not from where a redirect led). A
+    /// pushback with no time then waits at the gate
+    /// ([`HintSource::Gate`](crate::planner::HintSource::Gate)) when the
+    /// policy's origin gate is on.
+    pub gated: bool,
     /// The time the response's rate-limit headers give a pushed-back
     /// request ([`RateLimitHint::retry_in`](crate::RateLimitHint::retry_in)),
     /// measured from `received_at`, when one parsed.
@@ -41,18 +49,20 @@ impl Pushback {
             retry_authorized: true,
             body_replayable: true,
             fallback_allowed: true,
+            gated: true,
             rate_limit: None,
         }
     }
 
     /// A pushback for a response with `status` whose `Retry-After` said
     /// `hint`, and whose rate-limit headers gave `rate_limit`. A missing
-    /// `Retry-After` falls back to the policy's [`Fallback`](crate::Fallback) on a `429`
-    /// only: any other status without a server time is an outage or a
-    /// refusal, not a rate limit.
+    /// `Retry-After` falls back to the policy's [`Fallback`](crate::Fallback)
+    /// whatever the status: a `503` without it is retried as a `429` is (as
+    /// reqwest-retry, go-retryablehttp, Polly and the AWS SDKs do), and an
+    /// outage stays bounded by the origin's gate.
     #[must_use]
     pub fn from_response(
-        status: http::StatusCode,
+        _status: http::StatusCode,
         hint: Hint,
         server_now: SystemTime,
         received_at: SystemTime,
@@ -64,7 +74,8 @@ impl Pushback {
             received_at,
             retry_authorized: true,
             body_replayable: true,
-            fallback_allowed: status == http::StatusCode::TOO_MANY_REQUESTS,
+            fallback_allowed: true,
+            gated: true,
             rate_limit,
         }
     }

@@ -67,6 +67,9 @@ impl<S: Store> Task<'_, S> {
         let pushback = Pushback {
             retry_authorized: contract.retry_authorized,
             body_replayable: contract.replayable,
+            // The retry passes this origin's gate, not that of a
+            // redirect's target.
+            gated: matches!(answered, Cow::Borrowed(_)),
             ..Pushback::from_response(
                 status,
                 hint,
@@ -82,7 +85,7 @@ impl<S: Store> Task<'_, S> {
             .plan(&mut self.state, &pushback, now, fastrand::u64(..));
         self.record(&answered, self.planner.origin_outcome(&pushback, &decision))
             .await;
-        if self.planner.needs_budget(&decision) {
+        if self.planner.needs_budget(&pushback, &decision) {
             let budget = &policy.retry_budget;
             let granted = match admission::withdraw(&**self.store, budget) {
                 Some(withdraw) => self.bounded(withdraw).await,

@@ -66,18 +66,26 @@ impl<'a, S: Store> Permit<'a, S> {
         self
     }
 
-    /// The slot's time has come: settles it with the store. The permit
-    /// without the slot (it may hold a retry token still), and, when the
-    /// gate closed again meanwhile, how long from now it stays closed (the
-    /// store then took the slot back). Until the store answers, the slot
-    /// is still the permit's to give back: dropped meanwhile, or failed,
-    /// it gives the slot back.
+    /// The slot's time has come: asks the store whether the gate closed
+    /// again meanwhile. The permit without the slot (it may hold a retry
+    /// token still), and, when the gate closed, how long from now it stays
+    /// closed. Either way the slot is settled with the store in the
+    /// background (used, or given back when the gate closed: the task then
+    /// queues anew). Until the store answers, the slot is still the
+    /// permit's to give back: dropped meanwhile, or failed, it gives the
+    /// slot back.
     pub(crate) async fn confirm(mut self) -> Result<(Self, Option<Duration>), StoreError> {
-        let Some((origin, slot)) = self.held.as_deref().and_then(|h| h.slot.as_ref()) else {
+        let Some((origin, _)) = self.held.as_deref().and_then(|h| h.slot.as_ref()) else {
             return Ok((self, None));
         };
-        let gate = admission::confirm(&**self.store, origin, *slot).await?;
-        self.held().slot = None;
+        let gate = admission::confirm(&**self.store, origin).await?;
+        if let Some((origin, slot)) = self.held().slot.take() {
+            let store = Arc::clone(self.store);
+            let closed = gate.is_some();
+            detach(Box::pin(async move {
+                let _ = admission::settle(&*store, &origin, slot, closed).await;
+            }));
+        }
         Ok((self, gate))
     }
 
@@ -270,9 +278,7 @@ mod tests {
         let now = then + wait;
         let (rest, gate) = permit.confirm().await.expect("memory store");
         assert_eq!(gate, None);
-        let settled = replay(before, then, slot, |s| {
-            assert_eq!(s.confirm(now, slot.reservation), None);
-        });
+        let settled = replay(before, then, slot, |s| s.sent(now, slot.reservation));
         assert_eq!(origin(&memory).await.0, settled);
         drop(rest);
         assert_eq!(
@@ -302,6 +308,27 @@ mod tests {
         let confirming = Permit::new(&store).with_slot(O, slot).confirm();
         drop(confirming);
         let given_back = replay(before, now, slot, |s| s.release(now, slot.reservation));
+        assert_eq!(origin(&memory).await.0, given_back);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_confirmation_behind_a_gate_closed_again_gives_the_slot_back() {
+        let (memory, store) = paced().await;
+        let (slot, before) = reserve(&memory).await;
+        let (_, now) = origin(&memory).await;
+        // The probe is rejected while the task waits: the gate closes again.
+        let back = Outcome::Pushback {
+            retry_in: Some(Duration::from_secs(3)),
+        };
+        memory.record(O, PACING, back).await.expect("memory store");
+        let permit = Permit::new(&store).with_slot(O, slot);
+        let (rest, gate) = permit.confirm().await.expect("memory store");
+        assert_eq!(gate, Some(Duration::from_secs(3)));
+        drop(rest);
+        let given_back = replay(before, now, slot, |s| {
+            let _ = s.observe(PACING, now, back);
+            s.release(now, slot.reservation);
+        });
         assert_eq!(origin(&memory).await.0, given_back);
     }
 }

@@ -196,8 +196,52 @@ fn row_6_missing_retry_after_on_a_503_stops_even_with_a_fallback_delay() {
 }
 
 #[test]
-fn row_6_missing_retry_after_with_fallback_delay_waits() {
+fn row_6_missing_retry_after_behind_the_origins_gate_waits_there() {
+    // The gate on (the default): the pushback closes it, and the task has
+    // no delay of its own; the gate and the pace decide when it leaves.
     let p = planner(policy().missing_retry_after(Fallback::Delay(secs(2))));
+    let t0 = Instant::now();
+    let now = t0 + ms(1_500);
+    let mut task = sent(&p, t0 + secs(60), t0);
+    let pb = pushback(Hint::Missing);
+    let d = p.plan(&mut task, &pb, now, 0);
+    assert_eq!(
+        d,
+        Decision::Wait {
+            until: now,
+            delay: Duration::ZERO,
+            source: HintSource::Gate,
+        }
+    );
+    assert_eq!(task.hint_source(), Some(HintSource::Gate));
+    assert!(!p.needs_budget(&pb, &d), "a gated retry spends no budget");
+    // The origin is told of a pushback with no time: its gate closes for a
+    // hold of its own.
+    assert_eq!(
+        p.origin_outcome(&pb, &d),
+        reqwest_backpressure::origin::Outcome::Pushback { retry_in: None }
+    );
+    // Where a redirect led elsewhere, this origin's gate does not hold
+    // the retry: the fallback delay, from the budget.
+    let mut task = sent(&p, t0 + secs(60), t0);
+    let elsewhere = Pushback { gated: false, ..pb };
+    let d = p.plan(&mut task, &elsewhere, now, 0);
+    assert_eq!(until(d), now + secs(2));
+    assert!(p.needs_budget(&elsewhere, &d));
+    // Fallback::Stop stops, gate or not.
+    let p = planner(policy().missing_retry_after(Fallback::Stop));
+    let mut task = sent(&p, t0 + secs(60), t0);
+    let d = p.plan(&mut task, &pb, now, 0);
+    assert_stop(&task, d, "missing_retry_after");
+}
+
+#[test]
+fn row_6_missing_retry_after_with_fallback_delay_waits() {
+    let p = planner(
+        policy()
+            .origin_gate(false)
+            .missing_retry_after(Fallback::Delay(secs(2))),
+    );
     let t0 = Instant::now();
     let now = t0 + ms(1_500);
     let mut task = sent(&p, t0 + secs(60), t0);
@@ -551,6 +595,7 @@ fn jitter_is_never_earlier_than_the_server_time() {
     let p = planner(
         Policy::default()
             .jitter(ms(250))
+            .origin_gate(false)
             .missing_retry_after(Fallback::Delay(secs(2))),
     );
     let mut task = sent(&p, t0 + secs(60), t0);
@@ -1090,6 +1135,9 @@ fn make_pushback(
         retry_authorized: authorized,
         body_replayable: replayable,
         fallback_allowed,
+        // The model plans the fallback delay: no gate holds these retries
+        // (the gate's row has tests of its own).
+        gated: false,
         rate_limit: None,
     }
 }
@@ -1295,6 +1343,7 @@ fn a_fallback_delay_over_max_wait_is_capped_not_refused() {
         Policy::default()
             .jitter(Duration::ZERO)
             .max_wait(secs(1))
+            .origin_gate(false)
             .missing_retry_after(Fallback::Delay(secs(5))),
     )
     .unwrap();

@@ -139,10 +139,11 @@ async fn an_epoch_reset_is_measured_against_the_answers_date() {
 }
 
 #[tokio::test]
-async fn a_github_403_that_gives_no_time_is_not_retried() {
+async fn a_github_403_whose_reset_has_passed_is_retried_through_the_gate() {
     let policy = exact().rate_limit_headers(RateLimitHeaders::github());
-    // Exhausted, but the reset is past: a pushback with no time, and only
-    // a `429` falls back.
+    // Exhausted, but the reset is past: a pushback with no usable time.
+    // It closes the origin's gate for a hold of ours (a second, then two),
+    // and the task retries through it until its attempts are spent.
     let (past, past_seen) = scripted(|_, _| {
         ResponseTemplate::new(403)
             .insert_header("x-ratelimit-remaining", "0")
@@ -151,10 +152,19 @@ async fn a_github_403_that_gives_no_time_is_not_retried() {
     .await;
     let resp = client(policy.clone()).get(past.uri()).send().await.unwrap();
     assert_eq!(resp.status(), 403);
+    let r = report(&resp);
     assert_eq!(
-        report(&resp).stop_reason().map(|r| r.code()),
-        Some("missing_retry_after")
+        r.stop_reason().map(|r| r.code()),
+        Some("attempt_budget_exhausted")
     );
+    assert_eq!(r.attempts(), 3);
+    assert_eq!(r.retry_at(), None, "no server time to report");
+    let at = past_seen.all();
+    assert_eq!(at.len(), 3);
+    let (first, second) = (at[1] - at[0], at[2] - at[1]);
+    assert!(first >= Duration::from_millis(990), "{at:?}");
+    assert!(second >= Duration::from_millis(1990), "{at:?}: the hold doubles");
+    assert!(second < Duration::from_secs(4), "{at:?}");
     // Quota left and an invalid `Retry-After`: not a pushback, never
     // guessed into one.
     let (left, left_seen) = scripted(|_, _| {
@@ -170,7 +180,6 @@ async fn a_github_403_that_gives_no_time_is_not_retried() {
         (r.attempts(), r.stop_reason(), r.retry_at()),
         (1, None, None)
     );
-    assert_eq!(past_seen.len(), 1);
     assert_eq!(left_seen.len(), 1);
 }
 

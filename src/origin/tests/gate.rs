@@ -108,12 +108,25 @@ proptest::proptest! {
             now += ms(step);
             let max_gate = ms(cap * 500);
             let before = gate.until;
+            let server_before = gate.server_until;
             let retry_at = match kind {
                 0 => None,
                 1 => Some(now),
                 _ => Some(now + ms(delay)),
             };
-            let closing = gate.close(max_gate, now, now, retry_at);
+            let closing = match retry_at {
+                Some(at) => gate.close(max_gate, now, now, at),
+                None => {
+                    let closing = gate.close_silent(max_gate, now, delay % 2 == 0);
+                    // A hold of our own is no server time.
+                    proptest::prop_assert_eq!(gate.server_until, server_before);
+                    proptest::prop_assert!(gate.until > now, "a silent pushback left it open");
+                    proptest::prop_assert!(
+                        gate.until <= before.max(now + TUNING.silent_hold_max.min(max_gate))
+                    );
+                    closing
+                }
+            };
             proptest::prop_assert!(gate.until >= before, "shortened");
             if let (Some(at), Closing::Closed(_)) = (retry_at, closing)
                 && at > now

@@ -194,22 +194,85 @@ fn a_long_sending_period_is_measured_over_its_length() {
     assert!((o.rate() - 50.0 / every).abs() < 1e-9, "{}", o.rate());
 }
 
-#[test]
-fn pushbacks_without_a_time_cut_at_most_once_per_period() {
-    let mut o = after_burst(50);
-    let _ = o.admit(ON, ms(1000), LONG);
-    let learned = o.rate();
-    for t in 0..6 {
-        o.observe(ON, ms(1100 + t * 10), Outcome::Pushback { retry_in: None });
+/// A burst of `n` admitted at 0 and rejected with no time at all (a bare
+/// `429`, as nginx's `limit_req` sends) 250 times.
+fn after_silent_burst(n: u32) -> OriginState {
+    let mut o = OriginState::new(ms(0));
+    for _ in 0..n {
+        o.on_success(ms(0));
     }
-    let once = o.rate();
-    assert!(
-        once >= learned * 0.45 && once < learned,
-        "{learned} -> {once}"
-    );
-    // A period later, the next cut.
-    o.observe(ON, ms(2200), Outcome::Pushback { retry_in: None });
-    assert!(o.rate() < once * 0.6, "{once} -> {}", o.rate());
+    for t in 0..250 {
+        o.observe(ON, ms(5 + t / 10), Outcome::Pushback { retry_in: None });
+    }
+    o
+}
+
+#[test]
+fn a_pushback_without_a_time_closes_the_gate_for_a_second_once_per_burst() {
+    let o = after_silent_burst(50);
+    // The first rejection (at 5 ms) closed it; the rest of the burst kept it.
+    assert_eq!(o.gate_until(ms(10)), Some(ms(1005)));
+    // A hold of ours is no server time: a refusal is not told it as one.
+    assert_eq!(o.gate.server_until, Duration::ZERO);
+    // The pace was not cut: the burst is what the origin admits.
+    assert_eq!(o.rate(), 0.0);
+}
+
+#[test]
+fn the_queue_behind_a_silent_hold_leaves_in_batches_of_what_got_through() {
+    let mut o = after_silent_burst(50);
+    assert_eq!(o.admit(ON, ms(1005), LONG), Admission::Reopened);
+    // 50 admitted per hold of a second: one batch of 50 per period.
+    let every = (ms(1000) + TUNING.batch_margin).as_secs_f64();
+    assert!((o.rate() - 50.0 / every).abs() < 1e-9, "{}", o.rate());
+    let slots: Vec<_> = (0..99).map(|_| slot_at(&mut o, ms(1005))).collect();
+    assert!(most_in_a_second(&slots) <= 50, "{slots:?}");
+    // The probe and 49 in its batch, then the next batch a period later.
+    assert!(slots[48] < ms(1100), "{:?}", slots[48]);
+    assert!(slots[49] >= ms(2000), "{:?}", slots[49]);
+}
+
+#[test]
+fn a_rejected_probe_doubles_the_hold_up_to_its_cap_and_a_success_resets_it() {
+    // An outage: every answer is a bare 503.
+    let mut o = after_silent_burst(0);
+    let mut at = ms(1005);
+    let mut holds = Vec::new();
+    for _ in 0..6 {
+        assert_eq!(o.admit(ON, at, LONG), Admission::Reopened);
+        let answered = at + ms(3);
+        assert_eq!(
+            o.observe(ON, answered, Outcome::Pushback { retry_in: None }),
+            o.gate_until(answered).map(|until| until - answered)
+        );
+        let until = o.gate_until(answered).expect("closed again");
+        holds.push(until - answered);
+        at = until;
+    }
+    let s = Duration::from_secs;
+    assert_eq!(holds, [s(2), s(4), s(8), s(8), s(8), s(8)]);
+    // The origin is back: the probe succeeds, and the next silent
+    // rejection holds it for a second again.
+    assert_eq!(o.admit(ON, at, LONG), Admission::Reopened);
+    o.on_success(at + ms(3));
+    o.observe(ON, at + ms(10), Outcome::Pushback { retry_in: None });
+    assert_eq!(o.gate_until(at + ms(10)), Some(at + ms(1010)));
+}
+
+#[test]
+fn a_silent_hold_never_passes_max_wait() {
+    let mut o = after_silent_burst(0);
+    let capped = PacingConfig {
+        max_gate: ms(300),
+        ..ON
+    };
+    let mut o2 = OriginState::new(ms(0));
+    o2.observe(capped, ms(0), Outcome::Pushback { retry_in: None });
+    assert_eq!(o2.gate_until(ms(0)), Some(ms(300)));
+    // And a server's later time is never shortened by a hold of ours.
+    o.observe(ON, ms(10), Outcome::Pushback { retry_in: Some(ms(5000)) });
+    o.observe(ON, ms(20), Outcome::Pushback { retry_in: None });
+    assert_eq!(o.gate_until(ms(20)), Some(ms(5010)));
 }
 
 #[test]
@@ -249,7 +312,8 @@ proptest::proptest! {
             now += ms(step);
             let (due, later): (Vec<_>, Vec<_>) = held.iter().partition(|r| r.slot <= now);
             for r in due {
-                proptest::prop_assert_eq!(o.confirm(now, r), None);
+                proptest::prop_assert_eq!(o.gate_in(now), None);
+                o.sent(now, r);
                 used.push(r.slot);
             }
             held = later;

@@ -67,7 +67,8 @@ fn released_slots_never_put_more_than_a_batch_in_a_period() {
                 // Confirm every slot whose time came.
                 let (due, later): (Vec<_>, Vec<_>) = held.iter().partition(|r| r.slot <= now);
                 for r in due {
-                    assert_eq!(o.confirm(now, r), None);
+                    assert_eq!(o.gate_in(now), None);
+                    o.sent(now, r);
                     used.push(r.slot);
                 }
                 held = later;
@@ -92,7 +93,9 @@ fn a_confirmed_slot_behind_a_closed_gate_is_given_back() {
     let _ = o.admit(ON, ms(1000), LONG);
     let held = queue(&mut o, ms(1000), 3);
     o.on_pushback(ON, ms(1050), Some(ms(2050)));
-    assert_eq!(o.confirm(ms(1100), held[0]), Some(ms(950)));
+    // The task reads the gate closed, and gives its slot back.
+    assert_eq!(o.gate_in(ms(1100)), Some(ms(950)));
+    o.release(ms(1100), held[0]);
     assert_eq!(o.pace.reserved, 2);
 }
 
@@ -111,7 +114,7 @@ fn a_late_confirmation_never_counts_off_a_later_reservation() {
     let fresh = queue(&mut o, later, 3);
     assert_eq!(fresh.len(), 3);
     for r in &old {
-        assert_eq!(o.confirm(later + ms(2), *r), None);
+        o.sent(later + ms(2), *r);
     }
     assert_eq!(o.pace.reserved, 3);
     // The next task queues behind the three, not on one of their slots.

@@ -117,8 +117,10 @@ async fn two_retry_after_field_lines_are_invalid() {
 #[tokio::test]
 async fn empty_retry_budget_stops_fallback_retries() {
     let (server, _) = serve_seq(3, vec![status(429), ok(), status(429), ok()]).await;
-    // Capacity of one retry, refilled only by 1% per first send.
+    // Capacity of one retry, refilled only by 1% per first send; no gate
+    // holds the retries, so each is at a delay of the policy's choosing.
     let policy = exact()
+        .origin_gate(false)
         .missing_retry_after(Fallback::Delay(Duration::from_millis(100)))
         .retry_budget(RetryBudget::new(0.01, 0.0));
     let client = client(policy);
@@ -131,6 +133,23 @@ async fn empty_retry_budget_stops_fallback_retries() {
     assert_eq!(resp.status(), StatusCode::TOO_MANY_REQUESTS);
     assert_eq!(stop_code(&resp), Some("retry_budget_exhausted"));
     assert_eq!(report(&resp).attempts(), 1);
+    server.verify().await;
+}
+
+#[tokio::test]
+async fn retries_held_by_the_origins_gate_do_not_spend_the_budget() {
+    // The same budget of one retry, the gate on: each bare 429 closes the
+    // gate and the retry waits there; none spends a token.
+    let (server, _) = serve_seq(6, vec![status(429), ok(), status(429), ok(), status(429), ok()]).await;
+    let policy = exact().retry_budget(RetryBudget::new(0.01, 0.0));
+    let client = client(policy);
+    for _ in 0..3 {
+        let resp = client.get(server.uri()).send().await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        let r = report(&resp);
+        assert_eq!((r.attempts(), r.stop_reason()), (2, None));
+        assert_eq!(r.hint_source().map(|h| h.code()), Some("gate"));
+    }
     server.verify().await;
 }
 

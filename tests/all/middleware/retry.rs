@@ -75,14 +75,34 @@ async fn retries_503_with_retry_after() {
 }
 
 #[tokio::test]
-async fn does_not_retry_503_without_retry_after() {
-    let (server, _) = serve_seq(1, vec![status(503), ok()]).await;
+async fn retries_503_without_retry_after_through_the_origins_gate() {
+    let (server, arrivals) = serve_seq(2, vec![status(503), ok()]).await;
 
     let resp = get_once(&server, exact()).await;
 
-    assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
-    assert_eq!(stop_code(&resp), Some("missing_retry_after"));
-    assert_eq!(report(&resp).attempts(), 1);
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(report(&resp).attempts(), 2);
+    // The gate held the origin for its hold of a second, not the task's
+    // own fallback delay.
+    let gap = arrivals.first_gap();
+    assert!(gap >= Duration::from_millis(990), "{gap:?}");
+    assert!(gap < Duration::from_millis(1900), "{gap:?}");
+    server.verify().await;
+}
+
+#[tokio::test]
+async fn with_the_gate_off_a_503_without_retry_after_waits_the_fallback_delay() {
+    let (server, arrivals) = serve_seq(2, vec![status(503), ok()]).await;
+
+    let policy = exact()
+        .origin_gate(false)
+        .missing_retry_after(Fallback::Delay(Duration::from_millis(300)));
+    let resp = get_once(&server, policy).await;
+
+    assert_eq!(resp.status(), StatusCode::OK);
+    let gap = arrivals.first_gap();
+    assert!(gap >= Duration::from_millis(290), "{gap:?}");
+    assert!(gap < Duration::from_millis(900), "{gap:?}");
     server.verify().await;
 }
 

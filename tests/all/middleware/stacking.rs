@@ -104,17 +104,17 @@ async fn pushbacks_are_retried_by_ours_only() {
 
 #[tokio::test]
 async fn a_503_without_retry_after_is_left_to_ours_while_it_is_a_policy_status() {
-    // Ours stops on it (only a `429` falls back) and reqwest-retry leaves
-    // it alone: one send.
-    let (server, _) = serve_seq(1, vec![status(503)]).await;
+    // Ours retries it through the origin's gate and reqwest-retry leaves it
+    // alone: one send per attempt of ours, none of reqwest-retry's.
+    let (server, _) = serve_seq(2, vec![status(503), ok()]).await;
     let client = stacked(
         exact(),
         backoff(3, Duration::from_millis(20)),
         Sends::default(),
     );
     let resp = client.get(server.uri()).send().await.unwrap();
-    assert_eq!(resp.status(), 503);
-    assert_eq!(stop_code(&resp), Some("missing_retry_after"));
+    assert_eq!(resp.status(), 200);
+    assert_eq!(report(&resp).attempts(), 2);
     server.verify().await;
 
     // Out of the policy's statuses, it is reqwest-retry's to resend.
