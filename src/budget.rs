@@ -15,11 +15,14 @@ use crate::util::nanos;
 /// retries a second (so a quiet client can still retry), and the balance is
 /// capped at `ratio × 10 s` of traffic plus `min_per_sec × 10 s`.
 ///
-/// Only retries the server gave no time for (a `429` without `Retry-After`,
-/// retried on the policy's fallback delay) spend the budget. A retry at the
-/// time the server named, held by the gate and released at the learned pace,
-/// is the server's own schedule, not extra load, and budgeting it would fail
-/// tasks a polite client gets through.
+/// The budget bounds amplification, not patience: only a retry at a delay
+/// of the policy's own choosing that no origin gate holds spends it (a
+/// pushback without a time, with [`Policy::origin_gate`](crate::Policy::origin_gate)
+/// off, or answered by where a redirect led). A retry that waits at the
+/// origin's gate, at the server's time or, without one, for a hold of the
+/// gate's own, leaves at the pace the origin was seen to admit (one probe
+/// per hold while it admits nothing): it adds no load beyond that, and
+/// budgeting it would fail tasks a polite client gets through.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RetryBudget {
     pub(crate) ratio: f64,

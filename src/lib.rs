@@ -1,8 +1,8 @@
 //! A [`reqwest-middleware`](reqwest_middleware) middleware that makes a
 //! reqwest client polite and bounded when a server pushes back.
 //!
-//! [`RetryAfterMiddleware`] intercepts `429 Too Many Requests` (and `503`
-//! with `Retry-After`), asks a pure [planner] whether and when to retry, and
+//! [`RetryAfterMiddleware`] intercepts `429 Too Many Requests` and `503
+//! Service Unavailable`, asks a pure [planner] whether and when to retry, and
 //! waits on [`tokio::time::Instant`] under an absolute per-task
 //! [`Deadline`]. It never sends before the server's `Retry-After`, never
 //! clamps a long server delay down (it stops instead, with a stable code),

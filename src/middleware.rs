@@ -25,8 +25,9 @@ use crate::util::far_future;
 pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
 
 /// A [`reqwest_middleware::Middleware`] that retries pushed-back requests
-/// (`429`, and `503` with `Retry-After`) no earlier than the server allows,
-/// within bounded budgets and an absolute per-task deadline.
+/// (`429` and `503`) no earlier than the server allows (or, when it names
+/// no time, behind its origin's gate), within bounded budgets and an
+/// absolute per-task deadline.
 ///
 /// ```no_run
 /// use std::time::Duration;

@@ -31,8 +31,8 @@ use crate::policy::Policy;
 ///
 /// Never transient: `429`, any status the policy retries or the
 /// rate-limit headers declare (whatever its headers say: a `503` without
-/// `Retry-After` is the middleware's too, which returns it with
-/// `missing_retry_after`; take `503` out of [`Policy::statuses`] to have
+/// `Retry-After` is the middleware's too, which retries it through the
+/// origin's gate; take `503` out of [`Policy::statuses`] to have
 /// reqwest-retry resend it), any other `4xx`, and every other error:
 /// a timeout or a connection cut after the request was written, whose
 /// outcome is unknown (as the middleware, it does not guess), and errors of

@@ -17,9 +17,10 @@ pub enum Admission {
     /// come back then and ask again (the pace is learned when it reopens).
     GateClosed(Duration),
     /// A paced slot is reserved this far from now: send then, after
-    /// [`confirm`](super::OriginState::confirm)ing it (the gate may have closed
-    /// again meanwhile). A task that does not send gives the
-    /// [`Reservation`] back ([`release`](super::OriginState::release)).
+    /// reading that the gate did not close again meanwhile
+    /// ([`gate_in`](super::OriginState::gate_in)), and settle it
+    /// ([`sent`](super::OriginState::sent)). A task that does not send gives
+    /// the [`Reservation`] back ([`release`](super::OriginState::release)).
     SlotReserved(Duration, Reservation),
     /// The quota the server stated is spent: the origin is held this long
     /// from now (until the stated reset, at most the gate's cap), nothing
@@ -43,7 +44,7 @@ pub enum Admission {
 
 /// What a [`SlotReserved`](Admission::SlotReserved) admission holds: given
 /// back with [`OriginState::release`](super::OriginState::release) by a task that does not send, or
-/// settled with [`OriginState::confirm`](super::OriginState::confirm) when its time has come.
+/// settled with [`OriginState::sent`](super::OriginState::sent) once its task sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Reservation {
     /// The slot's time, on the store's clock.

@@ -152,7 +152,8 @@ impl OriginState {
             Some(at) => self.gate.close(cfg.max_gate, now, answered, at),
             None => {
                 let admitted_since = self.period.successes > 0;
-                self.gate.close_silent(cfg.max_gate, answered, admitted_since)
+                self.gate
+                    .close_silent(cfg.max_gate, answered, admitted_since)
             }
         };
         if let Closing::Closed(at) = closing {

@@ -13,12 +13,17 @@ use crate::budget::RetryBudget;
 use crate::extensions::IdempotencyKeyForm;
 use crate::ratelimit::RateLimitHeaders;
 
-/// What to do with a pushed-back response that has no `Retry-After`.
+/// What to do with a pushed-back response (a `429`, a `503`, or a declared
+/// status) that gives no time: no `Retry-After` and no rate-limit reset.
 ///
-/// This is a local policy, not a server promise; it applies to `429` only.
-/// Any other retry status without `Retry-After` stops with
-/// `missing_retry_after`, since a `503` without it is an outage, not a
-/// rate limit.
+/// This is a local policy, not a server promise. With `Delay`, the
+/// pushback is retried: with the origin gate on (the default), through the
+/// gate, which the pushback closed for a hold of its own (a second, doubled
+/// while the probe after it is rejected too, at most 8 s and `max_wait`),
+/// with no delay of the task's own and no retry budget spent; with the gate
+/// off (or when a redirect led to the origin that answered), after this
+/// delay, spending the retry budget. With `Stop`, the task stops with
+/// `missing_retry_after`, gate or not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fallback {
     /// Wait this long (plus jitter), within all the other budgets.
@@ -71,8 +76,9 @@ impl Default for Policy {
     ///   task stops (`wait_budget_exhausted`) rather than waits less.
     /// - `max_total_wait`: 120 s: two full `max_wait`s.
     /// - `default_deadline`: 120 s for requests without a [`Deadline`](crate::Deadline).
-    /// - `missing_retry_after`: `Fallback::Delay(2 s)`: one short, jittered
-    ///   pause, within every other budget.
+    /// - `missing_retry_after`: `Fallback::Delay(2 s)`: a pushback without
+    ///   a time is retried, through the origin's gate (or, with the gate
+    ///   off, after one short, jittered pause), within every other budget.
     /// - `jitter`: up to 250 ms added (never subtracted) to each wait, so
     ///   tasks told the same second do not return in the same millisecond.
     /// - `send_reserve`: 100 ms: a retry planned to leave later than
@@ -83,7 +89,8 @@ impl Default for Policy {
     /// - `pacing`: on. The queue behind a reopened gate leaves at the rate
     ///   the origin was seen to admit, not all at once.
     /// - `retry_budget`: [`RetryBudget::default()`] (20% of first sends plus
-    ///   10 a second), spent only by retries the server gave no time for.
+    ///   10 a second), spent only by retries at a delay of our own that no
+    ///   origin gate holds.
     /// - `rate_limit_headers`: [`RateLimitHeaders::ietf()`]: the IETF
     ///   `RateLimit` fields, in their unambiguous forms only.
     /// - `proactive_gate`: on. A response whose rate-limit headers say the
@@ -147,8 +154,9 @@ impl Policy {
         self
     }
 
-    /// What to do with a `429` without `Retry-After`. A fallback delay is
-    /// local policy, not a server's time, so it is capped at `max_wait`.
+    /// What to do with a pushback that gives no time (see [`Fallback`]). A
+    /// fallback delay is local policy, not a server's time, so it is capped
+    /// at `max_wait`.
     #[must_use]
     pub fn missing_retry_after(mut self, fallback: Fallback) -> Self {
         self.missing_retry_after = fallback;

@@ -163,7 +163,10 @@ async fn a_github_403_whose_reset_has_passed_is_retried_through_the_gate() {
     assert_eq!(at.len(), 3);
     let (first, second) = (at[1] - at[0], at[2] - at[1]);
     assert!(first >= Duration::from_millis(990), "{at:?}");
-    assert!(second >= Duration::from_millis(1990), "{at:?}: the hold doubles");
+    assert!(
+        second >= Duration::from_millis(1990),
+        "{at:?}: the hold doubles"
+    );
     assert!(second < Duration::from_secs(4), "{at:?}");
     // Quota left and an invalid `Retry-After`: not a pushback, never
     // guessed into one.

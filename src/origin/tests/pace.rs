@@ -270,7 +270,13 @@ fn a_silent_hold_never_passes_max_wait() {
     o2.observe(capped, ms(0), Outcome::Pushback { retry_in: None });
     assert_eq!(o2.gate_until(ms(0)), Some(ms(300)));
     // And a server's later time is never shortened by a hold of ours.
-    o.observe(ON, ms(10), Outcome::Pushback { retry_in: Some(ms(5000)) });
+    o.observe(
+        ON,
+        ms(10),
+        Outcome::Pushback {
+            retry_in: Some(ms(5000)),
+        },
+    );
     o.observe(ON, ms(20), Outcome::Pushback { retry_in: None });
     assert_eq!(o.gate_until(ms(20)), Some(ms(5010)));
 }

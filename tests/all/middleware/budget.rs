@@ -140,7 +140,11 @@ async fn empty_retry_budget_stops_fallback_retries() {
 async fn retries_held_by_the_origins_gate_do_not_spend_the_budget() {
     // The same budget of one retry, the gate on: each bare 429 closes the
     // gate and the retry waits there; none spends a token.
-    let (server, _) = serve_seq(6, vec![status(429), ok(), status(429), ok(), status(429), ok()]).await;
+    let (server, _) = serve_seq(
+        6,
+        vec![status(429), ok(), status(429), ok(), status(429), ok()],
+    )
+    .await;
     let policy = exact().retry_budget(RetryBudget::new(0.01, 0.0));
     let client = client(policy);
     for _ in 0..3 {
