@@ -160,6 +160,8 @@ mod silent;
 pub mod github;
 
 use shapes::Limit;
+// Not every includer names a silent shape's status.
+#[allow(unused_imports)]
 pub use shapes::{Denial, Shape, Verdict};
 
 // ------------------------------------------------------------ the limiter
