@@ -3,7 +3,13 @@
 
 use std::time::Duration;
 
-use crate::server::Shape;
+use crate::server::{Denial, Shape};
+
+/// The outage rows' task deadline (`Deadline::after`), as the issue sets
+/// it: every task should succeed within it, after the recovery.
+pub(crate) const OUTAGE_DEADLINE: Duration = Duration::from_secs(60);
+/// Time a row with deadlines keeps after them before it is cut.
+const AFTER_DEADLINE: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ClientKind {
@@ -62,7 +68,8 @@ pub(crate) struct Steady {
     /// Its clients: the storm's, without the Redis row.
     pub(crate) clients: Vec<ClientKind>,
     /// Its server shapes: the storm's windows (fixed, RateLimit headers,
-    /// truncated), none of the others.
+    /// truncated) and the silent leaky bucket and counting shapes; none of
+    /// the others.
     pub(crate) shapes: Vec<Shape>,
 }
 
@@ -76,6 +83,8 @@ pub(crate) struct Config {
     pub(crate) timeout: Duration,
     pub(crate) smoke: bool,
     pub(crate) steady: Steady,
+    /// Run the GitHub-like crawl ([`crate::github_crawl`]).
+    pub(crate) github: bool,
 }
 
 fn env(name: &str) -> Option<String> {
@@ -123,7 +132,26 @@ impl Config {
         };
         #[cfg(feature = "redis")]
         clients.push(ClientKind::BackpressureRedis);
-        let shapes = match env("STORM_SHAPE").map(|s| s.trim().to_ascii_lowercase()) {
+        let down = Duration::from_secs(env_u32("STORM_OUTAGE_SECS").map_or(20, u64::from));
+        let silent = vec![
+            Shape::Leaky(Denial::TooManyRequests),
+            Shape::Leaky(Denial::Unavailable),
+            Shape::Counting(Denial::TooManyRequests),
+            Shape::Counting(Denial::Unavailable),
+            Shape::Outage { down },
+        ];
+        let asked = env("STORM_SHAPE").map(|s| s.trim().to_ascii_lowercase());
+        let github = asked
+            .as_deref()
+            .is_some_and(|s| s == "github" || s == "silent");
+        let shapes = match asked {
+            Some(s) if s == "silent" => silent,
+            Some(s) if s == "github" => Vec::new(),
+            Some(s) if s == "leaky503" => vec![silent[1]],
+            Some(s) if s.starts_with("leaky") => vec![silent[0]],
+            Some(s) if s == "counting503" => vec![silent[3]],
+            Some(s) if s.starts_with("counting") => vec![silent[2]],
+            Some(s) if s == "outage" => vec![silent[4]],
             Some(s) if s.starts_with("window") || s == "fixed" => vec![Shape::Window],
             Some(s) if s.starts_with("bucket") || s == "token" => vec![Shape::Bucket],
             Some(s) if s.starts_with("ratelimit") => vec![Shape::RateLimitHeaders],
@@ -162,7 +190,11 @@ impl Config {
                 .filter(|&s| {
                     matches!(
                         s,
-                        Shape::Window | Shape::RateLimitHeaders | Shape::TruncatedZero
+                        Shape::Window
+                            | Shape::RateLimitHeaders
+                            | Shape::TruncatedZero
+                            | Shape::Leaky(_)
+                            | Shape::Counting(_)
                     )
                 })
                 // The smoke run: the fixed window only.
@@ -178,7 +210,22 @@ impl Config {
             timeout,
             smoke,
             steady,
+            github,
         }
+    }
+
+    /// A row's limit: [`timeout`](Self::timeout), or for the outage the
+    /// tasks' deadline and some (partial figures after it).
+    pub(crate) fn row_timeout(&self, shape: Shape) -> Duration {
+        match shape {
+            Shape::Outage { .. } => self.timeout.max(OUTAGE_DEADLINE + AFTER_DEADLINE),
+            _ => self.timeout,
+        }
+    }
+
+    /// The deadline each task of a `shape` row carries, if any.
+    pub(crate) fn task_deadline(shape: Shape) -> Option<Duration> {
+        matches!(shape, Shape::Outage { .. }).then_some(OUTAGE_DEADLINE)
     }
 
     /// The last success of a perfect client against `shape`: when the
@@ -196,9 +243,24 @@ impl Config {
     /// - Closed every fifth second: the windows'
     ///   `m = ceil(N / CAP) − 1`th open window, window `m + m / 4`.
     ///
-    /// For `N` a multiple of `CAP` all but the last are `N / CAP − 1` s.
+    /// - The leaky bucket (nginx, `burst=CAP nodelay`) admits `CAP + 1` at
+    ///   0, then one every `1000 / CAP` ms: the `N`th at
+    ///   `(N − CAP − 1) / CAP` s, in whole ms rounded up.
+    /// - Counting denied (HAProxy's `freq_ctr`), never knocking while
+    ///   denied: `CAP` at 0; then each 1 s period after a full one admits
+    ///   its `k`-th request `⌊(k − 1)·1000 / CAP⌋ + 1` ms in (the previous
+    ///   period still weighs on it): the `N`th, the `k`-th of period
+    ///   `p = ⌈(N − CAP) / CAP⌉`, at `p` s + that. No period admits more
+    ///   than `CAP`, so none can do better: `N / CAP − 1/CAP` s for `N` a
+    ///   multiple of `CAP` (5.981 s for 300 at 50), about a second later
+    ///   than the sliding log, whose denials do not count.
+    /// - The outage: its time down, then the leaky bucket at rest.
+    ///
+    /// For `N` a multiple of `CAP` the windows, the log, the token bucket
+    /// and GCRA are `N / CAP − 1` s.
     pub(crate) fn ideal(&self, shape: Shape) -> Duration {
         let (n, cap) = (u64::from(self.n), u64::from(self.cap.max(1)));
+        let leaky = Duration::from_millis((n.saturating_sub(cap + 1) * 1000).div_ceil(cap));
         let windows = n.div_ceil(cap).saturating_sub(1);
         match shape {
             Shape::Window | Shape::RateLimitHeaders | Shape::TruncatedZero | Shape::SlidingLog => {
@@ -208,6 +270,15 @@ impl Config {
                 Duration::from_secs_f64(n.saturating_sub(cap) as f64 / cap as f64)
             }
             Shape::Spells => Duration::from_secs(windows + windows / 4),
+            Shape::Leaky(_) => leaky,
+            Shape::Counting(_) if n <= cap => Duration::ZERO,
+            Shape::Counting(_) => {
+                let rest = n - cap;
+                let period = rest.div_ceil(cap);
+                let k = rest - (period - 1) * cap;
+                Duration::from_millis(period * 1000 + (k - 1) * 1000 / cap + 1)
+            }
+            Shape::Outage { down } => down + leaky,
         }
     }
 }

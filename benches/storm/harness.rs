@@ -4,23 +4,25 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use reqwest_backpressure::RetryReport;
+use reqwest_backpressure::{Deadline, RetryReport};
 use reqwest_middleware::ClientWithMiddleware;
 
 use crate::config::{ClientKind, Config};
 use crate::outcome::{ClientSide, Row, failure_label};
 use crate::server::{LimitedServer, Shape, lock};
 
-/// Runs tasks `ids` (each sends one GET with its id in `x-task`) with
-/// `client` and returns what they got, their times counted from `started`,
-/// and the limit if they had not all finished within `timeout` (then the
-/// rest were aborted).
+/// Runs tasks `ids` (each sends one GET with its id in `x-task`, and a
+/// [`Deadline`] `deadline` after its start if given) with `client` and
+/// returns what they got, their times counted from `started`, and the limit
+/// if they had not all finished within `timeout` (then the rest were
+/// aborted).
 pub(crate) async fn run_tasks(
     client: &ClientWithMiddleware,
     url: &str,
     ids: std::ops::Range<u32>,
     started: Instant,
     timeout: Duration,
+    deadline: Option<Duration>,
 ) -> (ClientSide, Option<Duration>) {
     let side = Arc::new(Mutex::new(ClientSide::default()));
     let mut set = tokio::task::JoinSet::new();
@@ -28,7 +30,7 @@ pub(crate) async fn run_tasks(
         let client = client.clone();
         let url = url.to_owned();
         let side = side.clone();
-        set.spawn(async move { run_task(&client, &url, i, started, &side).await });
+        set.spawn(async move { run_task(&client, &url, i, started, deadline, &side).await });
     }
     let all_done = async {
         while let Some(joined) = set.join_next().await {
@@ -58,9 +60,14 @@ async fn run_task(
     url: &str,
     i: u32,
     started: Instant,
+    deadline: Option<Duration>,
     side: &Mutex<ClientSide>,
 ) {
-    let result = client.get(url).header("x-task", i.to_string()).send().await;
+    let mut request = client.get(url).header("x-task", i.to_string());
+    if let Some(d) = deadline {
+        request = request.with_extension(Deadline::after(d));
+    }
+    let result = request.send().await;
     let ok = matches!(&result, Ok(r) if r.status() == reqwest::StatusCode::OK);
     let label = (!ok).then(|| failure_label(&result));
     let attempts = result
@@ -95,8 +102,15 @@ pub(crate) async fn run_row(cfg: &Config, shape: Shape, kind: ClientKind) -> Row
     let server = LimitedServer::start(shape, cfg.cap, "/work").await;
     let client = kind.client();
     let started = Instant::now();
-    let (client_side, timed_out) =
-        run_tasks(&client, &server.url, 0..cfg.n, started, cfg.timeout).await;
+    let (client_side, timed_out) = run_tasks(
+        &client,
+        &server.url,
+        0..cfg.n,
+        started,
+        cfg.row_timeout(shape),
+        Config::task_deadline(shape),
+    )
+    .await;
     let server = server.finish();
     Row {
         shape,

@@ -58,6 +58,40 @@
 //! calls, requests, `200`s, `429`s (and those after the first second),
 //! premature sends and failed calls, with their shares.
 //!
+//! **The silent shapes**, behind `STORM_SHAPE=silent` (all of them) or one
+//! name each: not in the default run, which they would take well past six
+//! minutes on a 2-core machine (the outage rows alone wait 20 s each). Their
+//! rejections are a bare status, no `Retry-After` and no rate-limit field
+//! (`tests/support/server/silent.rs`):
+//!
+//! - **leaky bucket (nginx)**, `leaky429` / `leaky503`: `limit_req zone
+//!   rate=CAP r/s burst=CAP nodelay` with `limit_req_status` 429 or nginx's
+//!   default 503; nginx's accounting (levels in thousandths of a request:
+//!   `excess' = max(excess + 1000 − CAP·ms, 0)`, rejected if `> CAP·1000`,
+//!   a rejection changing nothing) admits `CAP + 1` at once, then `CAP` a
+//!   second;
+//! - **counting denied (HAProxy)**, `counting429` / `counting503`:
+//!   `sc_http_req_rate(0) gt CAP` over `http_req_rate(1s)`, every request
+//!   counted before the rule reads the rate (HAProxy's `freq_ctr`: the
+//!   current 1 s period plus the previous one weighted by the share still
+//!   to come), so a client that keeps knocking stays denied;
+//! - **outage**, `outage`: a bare `503` to everything for
+//!   `STORM_OUTAGE_SECS` (20) after the server's first request, then the
+//!   leaky bucket of `CAP` at rest (its rejections bare `503`s); its tasks
+//!   carry a 60 s `Deadline`. Reported: the retries arriving while it is
+//!   down, per second, and the busiest second;
+//! - **GitHub-like crawl**, `github` ([`github_crawl`]): 200 GETs, 32 at a
+//!   time, primary and secondary limits and plain `403`s.
+//!
+//! Their tables ([`silent_report`]) count what stands in for premature
+//! sends where no time was named: rejections answered to a task's second or
+//! later send ("on retries", sends while the origin denies), and the tasks
+//! stopped with `retry_budget_exhausted` and `missing_retry_after`. The
+//! steady load also runs on the leaky bucket and counting shapes
+//! ([`steady_silent`]: `200`s per second against the server's rate, the
+//! failed share). The issue's rows: `STORM_N=300 STORM_CAP=50` and
+//! `STORM_N=500 STORM_CAP=100`.
+//!
 //! The server counts requests, `429`s and *premature* sends: each task
 //! carries an `x-task` header; the server remembers, per task, the instant
 //! its last `429` allowed (fixed window: the start of the window the
@@ -73,6 +107,9 @@
 //! STORM_N=500 STORM_CAP=100      # defaults
 //! STORM_ONLY=backpressure        # only reqwest-backpressure's rows (Redis row included)
 //! STORM_SHAPE=window|bucket|sliding|gcra|ratelimit|truncated   # only one server shape
+//! STORM_SHAPE=silent             # the silent shapes and the GitHub-like crawl, not in the default run
+//! STORM_SHAPE=leaky429|leaky503|counting429|counting503|outage|github   # one of them
+//! STORM_OUTAGE_SECS=20           # the outage's time down
 //! STORM_STEADY_WORKERS=40 STORM_STEADY_CAP=50 STORM_STEADY_SECS=8   # steady load
 //! STORM_VERBOSE=1                # per-window breakdown of our rows (STORM_VERBOSE=all: every row)
 //! STORM_TIMEOUT=30               # seconds per row before partial figures are reported
@@ -90,8 +127,9 @@
 //! The bench is a folder, one job per file: [`config`] (what to run),
 //! [`clients`] (the clients compared), `server` (the rate-limited server, shared with the tests and the demo),
 //! [`harness`] (running a row), [`outcome`] (what a row ended with),
-//! [`report`] and [`breakdown`] (what is printed), and `redis_row` (the
-//! 4-process row and its worker processes).
+//! [`report`], [`silent_report`] and [`breakdown`] (what is printed),
+//! [`steady`] and [`steady_silent`] (the steady load), [`github_crawl`],
+//! and `redis_row` (the 4-process row and its worker processes).
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -99,10 +137,14 @@ use std::time::Instant;
 mod breakdown;
 mod clients;
 mod config;
+mod github_crawl;
 mod harness;
 mod outcome;
 mod report;
+mod silent_report;
 mod steady;
+mod steady_silent;
+mod summary;
 
 /// The rate-limited server (shared with the tests and the demo).
 #[path = "../../tests/support/server.rs"]
@@ -123,11 +165,14 @@ use breakdown::details;
 use config::{ClientKind, Config, Verbose};
 use harness::run_row;
 use outcome::Row;
-use report::{secs, tables, targets};
+use report::secs;
 use server::Shape;
+#[cfg(feature = "redis")]
+use summary::print_redis_targets;
+use summary::{print_failures, print_table, print_targets};
 
 /// Rows that could not run, and why.
-type Skipped = Vec<(Shape, ClientKind, String)>;
+pub(crate) type Skipped = Vec<(Shape, ClientKind, String)>;
 
 /// The Redis row's server: `None` if the row is not asked for, `Err(why)` if
 /// it could not start.
@@ -178,6 +223,9 @@ fn main() -> ExitCode {
     if !steady.is_empty() {
         println!();
         print!("{}", steady::steady_table(&cfg, &steady));
+    }
+    if cfg.github {
+        github_crawl::run_and_print(&cfg, &runtime);
     }
     for row in &rows {
         let show = match cfg.verbose {
@@ -289,114 +337,4 @@ fn run_steady_rows(cfg: &Config, runtime: &tokio::runtime::Runtime) -> Vec<stead
         }
     }
     rows
-}
-
-/// The tables, one per shape, what "premature" means, and the rows
-/// skipped.
-fn print_table(cfg: &Config, rows: &[Row], skipped: &Skipped) {
-    print!("{}", tables(cfg, rows));
-    println!(
-        "\npremature: a task's request arriving before the instant its last 429 allowed \
-         (fixed window: the next window's start; token bucket: 429 arrival + Retry-After; \
-         sliding log: when the oldest admission in the span leaves it; GCRA: governor's \
-         earliest possible instant, which its Retry-After: 0 does not name; RateLimit headers: the next window's start, which its t names, rounded up; \
-         truncated Retry-After: 0: a send into the window that had already rejected that \
-         task, the 429 naming no time), measured server-side. 429s on retries: answered to \
-         a task's second or later send. Last success: since the row started, client-side{}.",
-        if rows.iter().any(|r| r.client.multi_process()) {
-            " (the Redis row: the latest of its workers' last successes, each since \
-             the shared instant they all started their tasks at)"
-        } else {
-            ""
-        }
-    );
-    for (shape, kind, why) in skipped {
-        println!(
-            "\nSKIPPED: {} × {}: {why}. The other rows ran.",
-            shape.name(),
-            kind.name()
-        );
-    }
-}
-
-/// The single-process reqwest-backpressure rows' targets.
-fn print_targets(cfg: &Config, rows: &[Row]) {
-    let ours: Vec<&Row> = rows
-        .iter()
-        .filter(|r| r.client == ClientKind::Backpressure)
-        .collect();
-    if !ours.is_empty() {
-        println!(
-            "\nreqwest-backpressure targets (N={}, CAP={}):",
-            cfg.n, cfg.cap
-        );
-        let mut all = true;
-        for row in &ours {
-            let (text, ok) = targets(cfg, row);
-            print!("{text}");
-            all &= ok;
-        }
-        println!(
-            "  overall: {}",
-            if all { "PASS" } else { "MISS (see above)" }
-        );
-    }
-}
-
-/// The Redis rows' targets, against the single-process row of their shape.
-#[cfg(feature = "redis")]
-fn print_redis_targets(cfg: &Config, rows: &[Row], skipped: &Skipped) {
-    let multi: Vec<&Row> = rows
-        .iter()
-        .filter(|r| r.client == ClientKind::BackpressureRedis)
-        .collect();
-    if !multi.is_empty() {
-        println!(
-            "\n{} targets (N={}, CAP={}; 429s and last success within 10% of the \
-             single-process row, i.e. ≤ 1.1×):",
-            ClientKind::BackpressureRedis.name(),
-            cfg.n,
-            cfg.cap
-        );
-        let mut all = true;
-        for row in &multi {
-            let single = rows
-                .iter()
-                .find(|r| r.shape == row.shape && r.client == ClientKind::Backpressure);
-            let (text, ok) = redis_row::targets(cfg, row, single);
-            print!("{text}");
-            all &= ok;
-        }
-        println!(
-            "  overall: {}",
-            if all { "PASS" } else { "MISS (see above)" }
-        );
-    }
-    if !skipped.is_empty() {
-        println!(
-            "\n{} targets: not run (redis-server unavailable, see SKIPPED above)",
-            ClientKind::BackpressureRedis.name()
-        );
-    }
-}
-
-/// Why tasks failed, row by row.
-fn print_failures(rows: &[Row]) {
-    let failures: Vec<&Row> = rows
-        .iter()
-        .filter(|r| !r.client_side.reasons.is_empty())
-        .collect();
-    if !failures.is_empty() {
-        println!("\nwhy tasks failed:");
-        for row in failures {
-            let reasons = row
-                .client_side
-                .reasons
-                .iter()
-                .map(|(k, v)| format!("{v} × {k}"))
-                .collect::<Vec<_>>()
-                .join(", ");
-            println!("  {} × {}: {reasons}", row.shape.name(), row.client.name());
-        }
-    }
 }

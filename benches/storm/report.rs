@@ -13,12 +13,13 @@ pub(crate) fn secs(d: Duration) -> String {
     format!("{:.2} s", d.as_secs_f64())
 }
 
-/// One table per server shape (in the order run), a row per client.
+/// One table per server shape (in the order run), a row per client; not
+/// the silent shapes' ([`crate::silent_report`]).
 pub(crate) fn tables(cfg: &Config, rows: &[Row]) -> String {
     let mut out = String::new();
     let mut shapes: Vec<Shape> = Vec::new();
     for row in rows {
-        if !shapes.contains(&row.shape) {
+        if !row.shape.is_silent() && !shapes.contains(&row.shape) {
             shapes.push(row.shape);
         }
     }

@@ -17,25 +17,26 @@ use std::time::{Duration, Instant};
 use crate::config::{ClientKind, Config};
 use crate::outcome::failure_label;
 use crate::server::{LimitedServer, ServerState, Shape, lock};
+use crate::steady_silent;
 
 /// Time left to calls in flight at the end before they are aborted.
 const GRACE: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Default)]
-struct Calls {
-    sent: u64,
-    ok: u64,
-    failed: u64,
-    reasons: BTreeMap<String, u64>,
+pub(crate) struct Calls {
+    pub(crate) sent: u64,
+    pub(crate) ok: u64,
+    pub(crate) failed: u64,
+    pub(crate) reasons: BTreeMap<String, u64>,
 }
 
 pub(crate) struct SteadyRow {
     pub(crate) shape: Shape,
     pub(crate) client: ClientKind,
-    calls: Calls,
+    pub(crate) calls: Calls,
     /// Calls still in flight `GRACE` after the end (aborted).
-    unfinished: u64,
-    server: ServerState,
+    pub(crate) unfinished: u64,
+    pub(crate) server: ServerState,
 }
 
 /// One steady-load row: `kind`'s client against a fresh `shape` server.
@@ -90,7 +91,7 @@ pub(crate) async fn run_steady(cfg: &Config, shape: Shape, kind: ClientKind) -> 
     }
 }
 
-fn share(part: u64, whole: u64) -> String {
+pub(crate) fn share(part: u64, whole: u64) -> String {
     if whole == 0 {
         format!("{part} (—)")
     } else {
@@ -98,8 +99,27 @@ fn share(part: u64, whole: u64) -> String {
     }
 }
 
-/// The steady-load table, what its columns mean, and why calls failed.
+/// The steady-load table, what its columns mean, and why calls failed;
+/// then the silent shapes' ([`crate::steady_silent`]).
 pub(crate) fn steady_table(cfg: &Config, rows: &[SteadyRow]) -> String {
+    let (silent, rows): (Vec<&SteadyRow>, Vec<&SteadyRow>) =
+        rows.iter().partition(|r| r.shape.is_silent());
+    let mut out = if rows.is_empty() {
+        String::new()
+    } else {
+        timed_table(cfg, &rows)
+    };
+    if !silent.is_empty() {
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(&steady_silent::table(cfg, &silent));
+    }
+    out
+}
+
+/// The table of the shapes that name a time.
+fn timed_table(cfg: &Config, rows: &[&SteadyRow]) -> String {
     let s = &cfg.steady;
     let mut out = String::new();
     let _ = writeln!(
@@ -117,7 +137,7 @@ pub(crate) fn steady_table(cfg: &Config, rows: &[SteadyRow]) -> String {
         "| server | client | calls | requests sent | 200s | 429s | 429s after the first second | premature | failed calls |"
     );
     let _ = writeln!(out, "|---|---|---:|---:|---:|---:|---:|---:|---:|");
-    for row in rows {
+    for &row in rows {
         let srv = &row.server;
         let late = srv
             .arrivals
@@ -157,7 +177,13 @@ pub(crate) fn steady_table(cfg: &Config, rows: &[SteadyRow]) -> String {
          and RateLimit headers: the next window's start, the time `t` names; truncated \
          Retry-After: 0: a send into the window that had already rejected that worker)."
     );
-    let failing: Vec<&SteadyRow> = rows
+    why_failed(&mut out, rows);
+    out
+}
+
+/// Why calls failed, row by row.
+pub(crate) fn why_failed(out: &mut String, rows: &[&SteadyRow]) {
+    let failing: Vec<&&SteadyRow> = rows
         .iter()
         .filter(|r| !r.calls.reasons.is_empty())
         .collect();
@@ -179,5 +205,4 @@ pub(crate) fn steady_table(cfg: &Config, rows: &[SteadyRow]) -> String {
             );
         }
     }
-    out
 }

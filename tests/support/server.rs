@@ -1,7 +1,8 @@
 //! The one test server: [`Arrivals`], the server-side arrival log every
 //! wire test reads, and [`LimitedServer`], a rate-limited wiremock server of
-//! a given [`Shape`] that answers `429` + `Retry-After` and counts what it
-//! saw (requests, `429`s, *premature* sends).
+//! a given [`Shape`] that answers `429` + `Retry-After` (or, for the silent
+//! shapes, a bare `429` or `503`) and counts what it saw (requests,
+//! rejections, *premature* sends: only where an answer named a time).
 //!
 //! Used by the integration tests (`tests/all/`), the storm bench
 //! (`benches/storm/`) and the demo (`examples/demo.rs`), each including it
@@ -148,13 +149,20 @@ impl Arrivals {
 #[path = "server/shapes.rs"]
 mod shapes;
 
+/// The shapes that say nothing: nginx's leaky bucket, HAProxy's counting
+/// rate, an outage.
+#[path = "server/silent.rs"]
+mod silent;
+
 /// A GitHub-like server: its primary and secondary rate limits, and a
 /// plain `403`.
 #[path = "server/github.rs"]
 pub mod github;
 
 use shapes::Limit;
-pub use shapes::{Shape, Verdict};
+// Not every includer names a silent shape's status.
+#[allow(unused_imports)]
+pub use shapes::{Denial, Shape, Verdict};
 
 // ------------------------------------------------------------ the limiter
 
@@ -194,9 +202,14 @@ pub struct ServerState {
     limit: Limit,
     pub requests: u64,
     pub oks: u64,
+    /// Rejections: `429`s (or a silent shape's `503`s).
     pub rejected: u64,
-    /// `429`s answered to a task's second or later send.
+    /// Rejections answered to a task's second or later send (for a silent
+    /// shape, sends answered while the origin denies: the count that stands
+    /// in for "premature" where no time was named).
     pub rejected_retries: u64,
+    /// Sends before the instant the task's last rejection allowed (never,
+    /// for a silent shape: its rejections allow no instant).
     pub premature: u64,
     pub early_literal: u64,
     /// Requests without a task id.
@@ -395,7 +408,7 @@ impl ServerState {
         let mut answer = if v.ok {
             ResponseTemplate::new(200).set_body_string("ok")
         } else {
-            ResponseTemplate::new(429)
+            ResponseTemplate::new(v.status)
         };
         if let Some(ra) = v.retry_after {
             answer = answer.insert_header("retry-after", ra.to_string().as_str());

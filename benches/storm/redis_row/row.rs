@@ -62,14 +62,16 @@ pub(crate) async fn run(cfg: &Config, shape: Shape, redis_url: &str) -> Row {
                     prefix: prefix.clone(),
                     tasks: cfg.n * w / WORKERS..cfg.n * (w + 1) / WORKERS,
                     start_ms,
-                    timeout: cfg.timeout,
+                    timeout: cfg.row_timeout(shape),
+                    deadline: Config::task_deadline(shape),
                 };
                 spawn(&worker, &exe, &mut spawned, &mut all.side);
             }
         }
     }
     // Wait for them (the server answers on this runtime meanwhile).
-    let (statuses, killed) = wait(&mut spawned.workers, started + cfg.timeout + GRACE).await;
+    let limit = cfg.row_timeout(shape);
+    let (statuses, killed) = wait(&mut spawned.workers, started + limit + GRACE).await;
     drop(spawned.workers);
     for (w, ((out, err), range)) in spawned.pipes.into_iter().zip(spawned.ranges).enumerate() {
         let out = out.and_then(|h| h.join().ok()).unwrap_or_default();
@@ -88,7 +90,7 @@ pub(crate) async fn run(cfg: &Config, shape: Shape, redis_url: &str) -> Row {
         epoch_offset: server.epoch.map(|e| e.saturating_duration_since(started)),
         client_side: all.side,
         server,
-        timed_out: (killed || all.unfinished > 0).then_some(cfg.timeout),
+        timed_out: (killed || all.unfinished > 0).then_some(limit),
         notes: all.notes,
     }
 }
@@ -106,6 +108,15 @@ fn key_prefix(shape: Shape) -> String {
             Shape::Spells => "spells",
             Shape::SlidingLog => "sliding",
             Shape::Gcra => "gcra",
+            Shape::Leaky(d) => match d.status() {
+                429 => "leaky429",
+                _ => "leaky503",
+            },
+            Shape::Counting(d) => match d.status() {
+                429 => "counting429",
+                _ => "counting503",
+            },
+            Shape::Outage { .. } => "outage",
         },
         SystemTime::now()
             .duration_since(UNIX_EPOCH)

@@ -27,6 +27,8 @@ const TASKS: &str = "STORM_WORKER_TASKS";
 /// The shared start instant, milliseconds since the UNIX epoch.
 const START_MS: &str = "STORM_WORKER_START_MS";
 const TIMEOUT_MS: &str = "STORM_WORKER_TIMEOUT_MS";
+/// Each task's `Deadline`, in ms after its start (absent: none).
+const DEADLINE_MS: &str = "STORM_WORKER_DEADLINE_MS";
 
 /// One worker process's settings.
 pub(crate) struct Worker {
@@ -37,6 +39,7 @@ pub(crate) struct Worker {
     pub(super) tasks: Range<u32>,
     pub(super) start_ms: u64,
     pub(super) timeout: Duration,
+    pub(super) deadline: Option<Duration>,
 }
 
 impl Worker {
@@ -63,6 +66,10 @@ impl Worker {
                 tasks: first..end,
                 start_ms: num(START_MS)?,
                 timeout: Duration::from_millis(num(TIMEOUT_MS)?),
+                deadline: match std::env::var_os(DEADLINE_MS) {
+                    Some(_) => Some(Duration::from_millis(num(DEADLINE_MS)?)),
+                    None => None,
+                },
             })
         };
         Some(parse())
@@ -78,9 +85,13 @@ impl Worker {
             .env(TASKS, format!("{}..{}", self.tasks.start, self.tasks.end))
             .env(START_MS, self.start_ms.to_string())
             .env(TIMEOUT_MS, millis(self.timeout).to_string())
+            .env_remove(DEADLINE_MS)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        if let Some(d) = self.deadline {
+            cmd.env(DEADLINE_MS, millis(d).to_string());
+        }
         cmd
     }
 
@@ -118,6 +129,7 @@ impl Worker {
                 self.tasks.clone(),
                 started,
                 self.timeout,
+                self.deadline,
             )
             .await;
             let unfinished = n.saturating_sub(side.ok + side.failed);

@@ -41,9 +41,23 @@ pub struct Config {
     pub status: u16,
 }
 
+/// What the server answered a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    Ok,
+    /// A primary-limit answer (`x-ratelimit-remaining: 0`, the reset).
+    Primary,
+    /// A secondary-limit answer (`retry-after`, quota left).
+    Secondary,
+    /// A plain `403`.
+    Refused,
+}
+
 /// What the server remembers of one task.
 #[derive(Debug, Default, Clone)]
 pub struct GitHubTask {
+    /// Its last answer: the one the client returned, once it is done.
+    pub last: Option<Answer>,
     pub sends: u32,
     pub oks: u32,
     /// Rate-limit answers (primary or secondary) this task got.
@@ -123,6 +137,7 @@ impl GitHubState {
                 .insert_header("x-ratelimit-resource", "core")
         };
         if self.used >= config.quota {
+            task.last = Some(Answer::Primary);
             task.limited += 1;
             task.not_before_reset = Some(self.reset);
             self.primary += 1;
@@ -140,6 +155,7 @@ impl GitHubState {
             && self.log.len() >= config.burst as usize
         {
             let retry_after = ceil_secs((oldest + config.span).duration_since(now));
+            task.last = Some(Answer::Secondary);
             task.limited += 1;
             task.not_before = Some(now + Duration::from_secs(retry_after));
             self.secondary += 1;
@@ -155,12 +171,14 @@ impl GitHubState {
         self.log.push_back(now);
         self.used += 1;
         if request.url.path().starts_with("/forbidden") {
+            task.last = Some(Answer::Refused);
             task.refused += 1;
             self.refused += 1;
             let body = r#"{"message":"Resource not accessible by integration"}"#;
             return headers(ResponseTemplate::new(403), config.quota - self.used)
                 .set_body_string(body);
         }
+        task.last = Some(Answer::Ok);
         task.oks += 1;
         self.oks += 1;
         headers(ResponseTemplate::new(200), config.quota - self.used).set_body_string("[]")

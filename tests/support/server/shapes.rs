@@ -1,6 +1,8 @@
 //! The server's shapes: [`Shape`], what a shape decided about one request
 //! ([`Verdict`]), and each shape's own state ([`Limit`]), which judges a
-//! request arriving at a given instant (no clock read here).
+//! request arriving at a given instant (no clock read here). The shapes that
+//! say nothing (no `Retry-After`, no rate-limit field) keep their state in
+//! `server/silent.rs`.
 
 use std::collections::VecDeque;
 use std::num::NonZeroU32;
@@ -11,6 +13,8 @@ use governor::middleware::NoOpMiddleware;
 use governor::nanos::Nanos;
 use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter};
+
+use super::silent::{LeakyBucket, Outage, SlidingRate};
 
 const SECOND: Duration = Duration::from_secs(1);
 
@@ -53,6 +57,40 @@ pub enum Shape {
     /// under a second), body `Too Many Requests! Wait for <n>s`. The instant
     /// it allows is governor's `earliest_possible()`.
     Gcra,
+    /// nginx `limit_req zone rate=CAP r/s burst=CAP nodelay`, its excess
+    /// accounting in thousandths of a request (`server/silent.rs`): `CAP + 1`
+    /// at once from rest, then `CAP` a second. Rejections are a bare
+    /// [`Denial`] status: no `Retry-After`, no rate-limit field, so nothing
+    /// is premature.
+    Leaky(Denial),
+    /// HAProxy's `sc_http_req_rate(0) gt CAP` over `http_req_rate(1s)`
+    /// (`freq_ctr`: the current period plus the previous one weighted by
+    /// the share still to come, `server/silent.rs`); every request counts,
+    /// denied or not. Rejections are a bare [`Denial`] status.
+    Counting(Denial),
+    /// `503` without `Retry-After` to every request for `down` after the
+    /// server's first request; then the [`Leaky`](Self::Leaky) bucket of
+    /// `CAP`, at rest, answering its rejections a bare `503`.
+    Outage { down: Duration },
+}
+
+/// The status a silent shape's rejections carry, and nothing else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Denial {
+    /// `429 Too Many Requests` (nginx `limit_req_status 429`; HAProxy
+    /// `deny_status 429`).
+    TooManyRequests,
+    /// `503 Service Unavailable` (nginx's default `limit_req_status`).
+    Unavailable,
+}
+
+impl Denial {
+    pub fn status(self) -> u16 {
+        match self {
+            Denial::TooManyRequests => 429,
+            Denial::Unavailable => 503,
+        }
+    }
 }
 
 impl Shape {
@@ -65,6 +103,29 @@ impl Shape {
             Shape::Spells => "window, closed every fifth second",
             Shape::SlidingLog => "sliding log",
             Shape::Gcra => "GCRA (governor)",
+            Shape::Leaky(Denial::TooManyRequests) => "leaky bucket (nginx), bare 429",
+            Shape::Leaky(Denial::Unavailable) => "leaky bucket (nginx), bare 503",
+            Shape::Counting(Denial::TooManyRequests) => "counting denied (HAProxy), bare 429",
+            Shape::Counting(Denial::Unavailable) => "counting denied (HAProxy), bare 503",
+            Shape::Outage { .. } => "outage (bare 503), then a leaky bucket",
+        }
+    }
+
+    /// A shape whose rejections name no time (no `Retry-After`, no
+    /// rate-limit field).
+    pub fn is_silent(self) -> bool {
+        matches!(
+            self,
+            Shape::Leaky(_) | Shape::Counting(_) | Shape::Outage { .. }
+        )
+    }
+
+    /// The status of its rejections.
+    pub fn rejection_status(self) -> u16 {
+        match self {
+            Shape::Leaky(d) | Shape::Counting(d) => d.status(),
+            Shape::Outage { .. } => 503,
+            _ => 429,
         }
     }
 }
@@ -81,6 +142,8 @@ pub struct Verdict {
     pub allowed: Option<Instant>,
     /// A `429`'s literal reading: the time it names from its arrival.
     pub names: Duration,
+    /// The answer's status: `200`, or the shape's rejection status.
+    pub status: u16,
 }
 
 impl Verdict {
@@ -91,6 +154,7 @@ impl Verdict {
             ratelimit: None,
             allowed: None,
             names: Duration::ZERO,
+            status: 200,
         }
     }
 
@@ -101,6 +165,16 @@ impl Verdict {
             ratelimit: None,
             allowed: Some(allowed),
             names: Duration::from_secs(retry_after),
+            status: 429,
+        }
+    }
+
+    /// A rejection that says nothing but its status.
+    fn bare(status: u16) -> Self {
+        Verdict {
+            ok: false,
+            status,
+            ..Verdict::admitted()
         }
     }
 }
@@ -119,15 +193,23 @@ pub(super) enum Limit {
         refilled: Option<Instant>,
     },
     /// Windows starting at a request.
-    Floating { start: Option<Instant>, used: u32 },
+    Floating {
+        start: Option<Instant>,
+        used: u32,
+    },
     /// Admission times in the last second, oldest first.
-    SlidingLog { log: VecDeque<Instant> },
+    SlidingLog {
+        log: VecDeque<Instant>,
+    },
     /// governor's limiter on a clock the server sets to each request's
     /// arrival: nanoseconds since the epoch (its `Nanos(0)`).
     Gcra {
         limiter: RateLimiter<NotKeyed, InMemoryState, FakeRelativeClock, NoOpMiddleware<Nanos>>,
         clock: FakeRelativeClock,
     },
+    Leaky(LeakyBucket),
+    Counting(SlidingRate),
+    Outage(Outage),
 }
 
 impl Limit {
@@ -162,6 +244,12 @@ impl Limit {
                     clock,
                 }
             }
+            Shape::Leaky(_) => Limit::Leaky(LeakyBucket::new(cap)),
+            Shape::Counting(_) => Limit::Counting(SlidingRate::new(cap)),
+            Shape::Outage { down } => {
+                let down_ms = u64::try_from(down.as_millis()).unwrap_or(u64::MAX);
+                Limit::Outage(Outage::new(down_ms, cap))
+            }
         }
     }
 
@@ -173,6 +261,22 @@ impl Limit {
         epoch: Instant,
         now: Instant,
     ) -> Verdict {
+        // Whole milliseconds since the epoch, as nginx and HAProxy count.
+        let ms =
+            u64::try_from(now.saturating_duration_since(epoch).as_millis()).unwrap_or(u64::MAX);
+        let silent = match self {
+            Limit::Leaky(l) => Some(l.admit(ms)),
+            Limit::Counting(c) => Some(c.admit(ms)),
+            Limit::Outage(o) => Some(o.admit(ms)),
+            _ => None,
+        };
+        if let Some(ok) = silent {
+            return if ok {
+                Verdict::admitted()
+            } else {
+                Verdict::bare(shape.rejection_status())
+            };
+        }
         let verdict = match self.admit(cap, epoch, now) {
             Ok(()) => Verdict::admitted(),
             Err((ra, allowed)) => Verdict::rejected(ra, allowed),
@@ -280,6 +384,8 @@ impl Limit {
                 let ra = not_until.wait_time_from(clock.now()).as_secs();
                 Err((ra, epoch + Duration::from(not_until.earliest_possible())))
             }
+            // Judged in `verdict`, in whole milliseconds.
+            Limit::Leaky(_) | Limit::Counting(_) | Limit::Outage(_) => Ok(()),
         }
     }
 }

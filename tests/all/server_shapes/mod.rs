@@ -1,6 +1,11 @@
-//! The test server's sliding-log and GCRA shapes, judged at fixed instants
-//! (no clock, no socket): what they admit, what their `429`s say, and the
-//! instant each `429` allows.
+//! The test server's shapes themselves: the sliding-log and GCRA shapes,
+//! judged at fixed instants (no clock, no socket): what they admit, what
+//! their `429`s say, and the instant each `429` allows; the silent shapes
+//! (`silent`: judged at fixed instants; `silent_wire`: over HTTP with a bare
+//! reqwest client, every time the server's own).
+
+mod silent;
+mod silent_wire;
 
 use std::time::{Duration, Instant};
 
