@@ -157,11 +157,11 @@ fn table(rows: &[CrawlRow]) -> String {
     );
     let _ = writeln!(
         out,
-        "| client | GETs ok | plain 403s returned | requests | primary-limit answers | secondary-limit answers | tasks failed on a secondary-limit answer | tasks failed on a primary-limit answer | plain 403s retried | sends before a retry-after or reset | other failed | last success |"
+        "| client | GETs ok | plain 403s returned | requests | primary-limit answers | secondary-limit answers | tasks failed on a secondary-limit answer | tasks failed on a primary-limit answer | plain 403s retried | plain 403s at remaining 0 (retried) | sends before a retry-after or reset | other failed | last success |"
     );
     let _ = writeln!(
         out,
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     let mut targets = String::new();
     for row in rows {
