@@ -228,6 +228,29 @@ impl Config {
         matches!(shape, Shape::Outage { .. }).then_some(OUTAGE_DEADLINE)
     }
 
+    /// The most `200`s a client can get from a fresh silent `shape` server
+    /// (leaky bucket or counting rate) within the steady load, sending each
+    /// request at the first instant it can be admitted, as in
+    /// [`ideal`](Self::ideal): the leaky bucket's `CAP + 1` at 0 and one
+    /// every `1000 / CAP` ms; the counting rate's `CAP` at 0 and `CAP` in
+    /// each later period, from `⌊(k − 1)·1000 / CAP⌋ + 1` ms in. `None` for
+    /// the other shapes.
+    pub(crate) fn steady_most(&self, shape: Shape) -> Option<u64> {
+        let cap = u64::from(self.steady.cap.max(1));
+        let d = u64::try_from(self.steady.duration.as_millis()).unwrap_or(u64::MAX);
+        match shape {
+            Shape::Leaky(_) => Some(cap + (d * cap).div_ceil(1000)),
+            Shape::Counting(_) => {
+                let later = (1..d.div_ceil(1000))
+                    .flat_map(|p| (1..=cap).map(move |k| p * 1000 + (k - 1) * 1000 / cap + 1))
+                    .filter(|&t| t < d)
+                    .count();
+                Some(cap + later as u64)
+            }
+            _ => None,
+        }
+    }
+
     /// The last success of a perfect client against `shape`: when the
     /// server admits its `N`th request, since its first, if every request
     /// is sent at the first instant it can be admitted.

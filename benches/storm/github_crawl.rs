@@ -157,21 +157,32 @@ fn table(rows: &[CrawlRow]) -> String {
     );
     let _ = writeln!(
         out,
-        "| client | GETs ok | plain 403s returned | requests | primary-limit answers | secondary-limit answers | tasks failed on a secondary-limit answer | tasks failed on a primary-limit answer | plain 403s retried | sends before a retry-after or reset | other failed | last success |"
+        "| client | GETs ok | plain 403s returned | requests | primary-limit answers | secondary-limit answers | tasks failed on a secondary-limit answer | tasks failed on a primary-limit answer | plain 403s retried | plain 403s at remaining 0 (retried) | sends before a retry-after or reset | other failed | last success |"
     );
     let _ = writeln!(
         out,
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     let mut targets = String::new();
     for row in rows {
         let s = &row.seen;
         let (secondary, primary) = (ended_on(s, Answer::Secondary), ended_on(s, Answer::Primary));
-        let retried: u32 = s.tasks.values().map(|t| t.sends_after_refusal).sum();
+        let retried: u32 = s
+            .tasks
+            .values()
+            .filter(|t| !t.refused_at_zero)
+            .map(|t| t.sends_after_refusal)
+            .sum();
+        let at_zero = s.tasks.values().filter(|t| t.refused_at_zero).count();
+        let at_zero_retried = s
+            .tasks
+            .values()
+            .filter(|t| t.refused_at_zero && t.sends_after_refusal > 0)
+            .count();
         let other = row.side.failed as usize - (secondary + primary).min(row.side.failed as usize);
         let _ = writeln!(
             out,
-            "| {} | {}/{} | {}/{plain} | {} | {} | {} | {secondary} | {primary} | {retried} | {} | {other}{} | {} |",
+            "| {} | {}/{} | {}/{plain} | {} | {} | {} | {secondary} | {primary} | {retried} | {at_zero} ({at_zero_retried}) | {} | {other}{} | {} |",
             row.client.name(),
             row.side.ok,
             GETS - plain,
@@ -219,7 +230,10 @@ fn table(rows: &[CrawlRow]) -> String {
         out,
         "\nGETs ok: 200s of the non-plain paths; plain 403s returned: the /forbidden paths' 403s \
          the client gave back. Failed on a limit: the task's last answer (the one returned) was \
-         that limit's. plain 403s retried: sends of a task after its plain 403. Sends before a \
+         that limit's. plain 403s retried: sends of a task after its plain 403 (one with quota \
+         left). plain 403s at remaining 0: those that took the quota's last request, so said \
+         x-ratelimit-remaining: 0, a primary-limit answer as GitHub documents it (in brackets: \
+         the tasks that sent again, at the reset). Sends before a \
          retry-after or reset: a task's send before the time its last rate-limit answer allowed. \
          All counted by the server; last success: client-side."
     );

@@ -54,15 +54,17 @@ pub(crate) fn targets(cfg: &Config, row: &Row, single: Option<&Row>) -> (String,
     (out, all_ok && no_premature && few_429 && fast)
 }
 
-/// 429s within 1.1× of the single-process row's.
+/// Rejections (429s, or a silent shape's 503s) within 1.1× of the
+/// single-process row's.
 fn fewer_429(out: &mut String, row: &Row, single: &Row) -> bool {
     let (ours, theirs) = (row.server.rejected as f64, single.server.rejected as f64);
     let few_429 = ours <= 1.1 * theirs;
     let _ = writeln!(
         out,
-        "    {}  {} 429s vs {} single-process ({}; target ≤ 1.1 × {} = {:.0})",
+        "    {}  {} {}s vs {} single-process ({}; target ≤ 1.1 × {} = {:.0})",
         pass(few_429),
         row.server.rejected,
+        row.shape.rejection_status(),
         single.server.rejected,
         ratio(ours, theirs),
         single.server.rejected,

@@ -2,8 +2,10 @@
 //! judged at fixed instants (no clock, no socket): what they admit, what
 //! their `429`s say, and the instant each `429` allows; the silent shapes
 //! (`silent`: judged at fixed instants; `silent_wire`: over HTTP with a bare
-//! reqwest client, every time the server's own).
+//! reqwest client, every time the server's own); the GitHub-like server
+//! (`github`).
 
+mod github;
 mod silent;
 mod silent_wire;
 

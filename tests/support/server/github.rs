@@ -13,6 +13,9 @@
 //! - `/forbidden…` paths answer a plain `403` (the rate-limit headers, quota
 //!   left, no `retry-after`): the request itself is refused. Such a request
 //!   counts toward both limits, as at GitHub, and meets them as any other.
+//!   The one that takes the quota's last request says `remaining: 0`, which
+//!   GitHub documents as the primary limit: a client cannot tell it from
+//!   one ([`GitHubTask::refused_at_zero`]).
 //!
 //! Tasks are told apart by their `x-task` header; a send before the time
 //! the task's last rate-limit answer allowed is counted as premature.
@@ -66,6 +69,9 @@ pub struct GitHubTask {
     pub refused: u32,
     /// Sends after the task got a plain `403`.
     pub sends_after_refusal: u32,
+    /// Its plain `403` said `x-ratelimit-remaining: 0` (it took the
+    /// quota's last request): to a client, a primary-limit answer.
+    pub refused_at_zero: bool,
     /// The earliest instant its last secondary-limit answer allowed.
     not_before: Option<Instant>,
     /// The reset its last primary-limit answer named (epoch seconds).
@@ -172,6 +178,11 @@ impl GitHubState {
         self.used += 1;
         if request.url.path().starts_with("/forbidden") {
             task.last = Some(Answer::Refused);
+            if self.used == config.quota {
+                // To a client, a primary-limit answer: wait for the reset.
+                task.refused_at_zero = true;
+                task.not_before_reset = Some(self.reset);
+            }
             task.refused += 1;
             self.refused += 1;
             let body = r#"{"message":"Resource not accessible by integration"}"#;
