@@ -51,17 +51,21 @@ pub(crate) fn admit<'s, S: Store>(
     })
 }
 
-/// A task whose reserved slot has come is about to send: whether the
-/// origin's gate closed again meanwhile (a probe was rejected), and for how
-/// long from now. Only read: a read is one round trip however many tasks
-/// confirm at once, where updates of a shared state wait their turn, and a
-/// send that leaves late crowds the next batch (a sliding log counts it
-/// there). The reservation is settled afterwards ([`settle`]).
-pub(crate) fn confirm<'s, S: Store>(
-    store: &'s S,
-    origin: &'s str,
-) -> impl Future<Output = Result<Option<Duration>, StoreError>> + Send + 's {
-    store.gate(origin)
+/// A task whose reserved slot has come is about to send: how long from
+/// now to wait instead, when the origin's gate closed again meanwhile (a
+/// probe was rejected), or zero when the queue restarted since and the
+/// slot is void (the task asks for a new one). Only read: a read is one
+/// round trip however many tasks confirm at once, where updates of a
+/// shared state wait their turn, and a send that leaves late crowds the
+/// next batch (a sliding log counts it there). The reservation is settled
+/// afterwards ([`settle`]).
+pub(crate) async fn confirm<S: Store>(
+    store: &S,
+    origin: &str,
+    slot: Slot,
+) -> Result<Option<Duration>, StoreError> {
+    let (state, now) = store.read_origin(origin).await?;
+    Ok(state.and_then(|s| s.recheck(now, slot.reservation)))
 }
 
 /// Settles a reserved slot whose task sent (or, with `gate_closed`, will

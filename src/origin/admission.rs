@@ -51,4 +51,7 @@ pub struct Reservation {
     pub(crate) slot: Duration,
     /// Whether it spent a unit of a stated quota.
     pub(crate) quota: bool,
+    /// The queue it was handed out in: a queue restarted since (its gate
+    /// closed on a rejection and reopened) voids it.
+    pub(crate) queue: u32,
 }

@@ -152,8 +152,10 @@ impl OriginState {
             Some(at) => self.gate.close(cfg.max_gate, now, answered, at),
             None => {
                 let admitted_since = self.period.successes > 0;
+                let hold = self.pace.silent_hold();
+                self.period.silent = true;
                 self.gate
-                    .close_silent(cfg.max_gate, answered, admitted_since)
+                    .close_silent(cfg.max_gate, answered, hold, admitted_since)
             }
         };
         if let Closing::Closed(at) = closing {

@@ -7,9 +7,10 @@
 //!
 //! A pushback with no time at all (a bare `429` or `503`, as nginx's
 //! `limit_req` and HAProxy's stick tables send) closes the gate too, for a
-//! hold of our own: a second, doubled each time the probe after it is
-//! rejected as well, so that a server that says nothing sees one probe per
-//! hold, never a retry per rejected task.
+//! hold of our own: a second; while the probe after it is rejected as
+//! well, a quarter of a second, growing by half each time up to two: a
+//! server that says nothing sees one probe per hold, never a retry per
+//! rejected task.
 
 use std::time::Duration;
 
@@ -33,6 +34,8 @@ pub(super) struct Gate {
     pub(super) reopen_pending: bool,
     /// The hold of the last closing without a server time (zero: none yet).
     pub(super) silent: Duration,
+    /// Probes rejected in a row with no time since that hold began.
+    pub(super) silent_probes: u32,
 }
 
 /// What a pushback's time did to the gate.
@@ -97,27 +100,43 @@ impl Gate {
     /// A pushback the origin answered at `answered` with no time at all:
     /// the gate closes for a hold of our own, from the answer. While it is
     /// closed (the rest of the same burst's rejections, or a server's time)
-    /// nothing changes. Otherwise the hold is a second, or, when the origin
-    /// admitted nothing since the last such hold (`admitted_since` false:
-    /// its probe was rejected too), twice that hold, at most
+    /// nothing changes. Otherwise the hold is `first` (the pace's: a second,
+    /// or less behind a smooth pace), or, when the origin admitted nothing
+    /// since the last such hold (`admitted_since` false: its probe was
+    /// rejected too), [`silent_probe_hold`](super::tuning::Tuning::silent_probe_hold)
+    /// after a whole second, else the last hold grown by half; at most
     /// [`silent_hold_max`](super::tuning::Tuning::silent_hold_max) and
     /// `max_gate`. A hold is no server time: nobody is told it as one.
     pub(super) fn close_silent(
         &mut self,
         max_gate: Duration,
         answered: Duration,
+        first: Duration,
         admitted_since: bool,
     ) -> Closing {
         self.reopen_pending = true;
         if self.until > answered {
             return Closing::Closed(answered);
         }
-        let hold = if self.silent.is_zero() || admitted_since {
-            TUNING.silent_hold
+        self.silent_probes = if self.silent.is_zero() || admitted_since {
+            0
         } else {
-            self.silent
-                .saturating_mul(2)
-                .min(TUNING.silent_hold_max.max(TUNING.silent_hold))
+            self.silent_probes.saturating_add(1)
+        };
+        let hold = match self.silent_probes {
+            0 => first,
+            // The probe after the hold was rejected too: the server's period
+            // is longer, or it counts what it denies, or it is down. A
+            // probe costs it one request: probe again soon, then less and
+            // less often.
+            n => TUNING
+                .silent_probe_hold
+                .mul_f64(
+                    TUNING
+                        .silent_hold_growth
+                        .powi(i32::try_from(n - 1).unwrap_or(i32::MAX)),
+                )
+                .min(TUNING.silent_hold_max),
         }
         .min(max_gate);
         self.silent = hold;

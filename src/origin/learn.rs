@@ -44,16 +44,43 @@ impl Pace {
         // Batches booked beyond the gate (the gate closed on a spent quota
         // while they waited) stand: the queue goes on as booked.
         let mut restart = true;
-        if let Mode::Batches(_) = self.mode {
-            if period.rejected {
-                self.cut();
+        match self.mode {
+            Mode::Batches(b)
+                if period.rejected && b.admitted < b.size.div_ceil(2) && b.admitted > 0 =>
+            {
+                // The batch was rejected before half of it got through,
+                // after the one before got through whole: the server refills
+                // no batch between two (it counts what it admitted over a
+                // sliding span, as HAProxy's request rate does). The same
+                // rate, spread evenly, is what it takes.
+                // The batch's own rate was at the server's limit (the one
+                // before was admitted right at it): a little below.
+                self.mode = Mode::Smooth {
+                    rate: (f64::from(b.size) / b.every.as_secs_f64() * TUNING.cut_factor)
+                        .max(TUNING.min_rate),
+                };
             }
-            restart = self.next_slot <= gate;
-        } else {
-            self.learn(gate, span, period);
+            Mode::Batches(_) | Mode::Smooth { .. } => {
+                // A rejected probe alone (the period admitted nothing) says
+                // "not yet", not "too fast": the pace stands.
+                if period.rejected && period.successes > 0 {
+                    self.cut();
+                } else if !period.rejected {
+                    // The gate closed on a spent quota while the queue
+                    // waited: slots booked beyond it stand.
+                    restart = self.next_slot <= gate;
+                }
+            }
+            _ => self.learn(gate, span, period),
         }
         let probe_counted = restart && matches!(self.mode, Mode::Batches(_));
         if restart {
+            // A new queue behind the probe: the slots of the one before are
+            // void (their tasks find so when their time comes, and ask
+            // again), so none of them leaves without a probe ahead.
+            self.settled = self.settled.max(self.next_slot);
+            self.reserved = 0;
+            self.queue = self.queue.wrapping_add(1);
             self.next_slot = gate;
         }
         if let Mode::Batches(b) = &mut self.mode
@@ -111,11 +138,21 @@ impl Pace {
             size = to_count(f64::from(size) * stretched).max(size.min(1));
             spread = span / 2;
         }
-        if size >= 1 {
+        if size >= 1 && period.silent && !period.stated {
+            // The server named no time: the hold was ours, and nothing tells
+            // whether it refills a batch between two (a window, a bucket) or
+            // counts what it admitted over a sliding span, denials included
+            // (HAProxy's request rate): a batch a period then outruns it.
+            // What it admitted per hold, spread evenly, outruns none.
+            self.mode = Mode::Smooth {
+                rate: f64::from(size) / batch_every(span).as_secs_f64(),
+            };
+        } else if size >= 1 {
             self.mode = Mode::Batches(Batches {
                 size,
                 every: batch_every(span),
                 left: 0,
+                admitted: 0,
                 start: Duration::ZERO,
                 spread,
             });

@@ -213,9 +213,14 @@ impl OriginState {
         };
         let admission = match slot {
             Slot::Go => go,
-            Slot::Reserved { wait, slot } => {
-                Admission::SlotReserved(wait, Reservation { slot, quota })
-            }
+            Slot::Reserved { wait, slot } => Admission::SlotReserved(
+                wait,
+                Reservation {
+                    slot,
+                    quota,
+                    queue: self.pace.queue,
+                },
+            ),
             Slot::Ahead(wait) => return Admission::QueueAhead(wait),
             Slot::TooLate(wait) => return self.refuse(now, wait),
         };
@@ -264,10 +269,23 @@ impl OriginState {
         probe
     }
 
+    /// A task whose slot has come asks at `now` whether it may send: how
+    /// long from now to wait instead, when the gate closed again meanwhile,
+    /// or zero when its queue was restarted since (the gate closed on a
+    /// rejection and reopened: its slot is void, and it asks for a new
+    /// one). `None`: send.
+    #[must_use]
+    pub fn recheck(&self, now: Duration, reservation: Reservation) -> Option<Duration> {
+        self.gate_in(now)
+            .or_else(|| (reservation.queue != self.pace.queue).then_some(Duration::ZERO))
+    }
+
     /// A task whose slot has come sent at `now`: its reservation is
     /// settled (whatever the gate did since: the request left).
     pub fn sent(&mut self, now: Duration, reservation: Reservation) {
-        self.pace.used(now, reservation.slot);
+        if reservation.queue == self.pace.queue {
+            self.pace.used(now, reservation.slot);
+        }
     }
 
     /// A task gives back, at `now`, the slot it reserved and will not use
@@ -278,6 +296,8 @@ impl OriginState {
         if reservation.quota {
             self.quota.refund(now);
         }
-        self.pace.release(now, reservation.slot);
+        if reservation.queue == self.pace.queue {
+            self.pace.release(now, reservation.slot);
+        }
     }
 }

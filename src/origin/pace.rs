@@ -1,9 +1,11 @@
 //! The pace: how the queue behind an origin leaves once its gate is open.
 //!
-//! Three modes, chosen when the gate reopens from what the period showed:
+//! Four modes, chosen when the gate reopens from what the period showed:
 //! unpaced (nothing learned yet), slow start (the period admitted nothing
-//! countable, e.g. a shared state lost with its store), and learned
-//! batches. A batch is cut when a period the origin pushed back in ends,
+//! countable, e.g. a shared state lost with its store), learned batches,
+//! and a smooth pace (batches the server rejected early: it counts what it
+//! admitted recently, as HAProxy's request rate does, and refills no batch
+//! between two). A batch is cut when a period the origin pushed back in ends,
 //! and raised after a long clean run; slots a task does not use are given
 //! back ([`Pace::release`]).
 
@@ -24,6 +26,12 @@ pub(super) enum Mode {
     },
     /// What the origin admitted per period, released one batch per period.
     Batches(Batches),
+    /// The learned rate, one request every `1 / rate`: for a server that
+    /// rejected a batch early, after admitting the one before in full.
+    Smooth {
+        /// Requests per second.
+        rate: f64,
+    },
 }
 
 /// The learned batches of an origin.
@@ -36,6 +44,10 @@ pub(super) struct Batches {
     pub(super) every: Duration,
     /// Slots left in the current batch.
     pub(super) left: u32,
+    /// Successes answered since the current batch started: a batch
+    /// rejected before half of it got through tells a server that refills
+    /// no batch between two (see [`Mode::Smooth`]).
+    pub(super) admitted: u32,
     /// When the current batch leaves.
     pub(super) start: Duration,
     /// The span a batch's slots are spread evenly over.
@@ -76,6 +88,9 @@ pub(super) struct Pace {
     pub(super) settled: Duration,
     /// When the pace was last set or raised.
     pub(super) raised_at: Duration,
+    /// The queue's number, counted up each time it restarts at a reopened
+    /// gate: reservations of an earlier queue are void.
+    pub(super) queue: u32,
 }
 
 /// The pace's answer to a task the gate and the quota let through.
@@ -100,6 +115,7 @@ impl Pace {
             reserved: 0,
             settled: Duration::ZERO,
             raised_at: now,
+            queue: 0,
         }
     }
 
@@ -107,7 +123,7 @@ impl Pace {
     pub(super) fn rate(&self) -> f64 {
         match self.mode {
             Mode::Unpaced => 0.0,
-            Mode::SlowStart { rate } => rate,
+            Mode::SlowStart { rate } | Mode::Smooth { rate } => rate,
             Mode::Batches(b) => f64::from(b.size) / b.every.as_secs_f64(),
         }
     }
@@ -168,6 +184,7 @@ impl Pace {
                 if new_batch {
                     b.left = b.size;
                     b.start = start;
+                    b.admitted = 0;
                 }
                 b.left -= 1;
                 self.next_slot = self.next_slot.max(slot);
@@ -188,6 +205,15 @@ impl Pace {
                 self.next_slot = slot + interval(*rate);
                 slot
             }
+            Mode::Smooth { rate } => {
+                let slot = now.max(self.next_slot);
+                let wait = slot - now;
+                if wait > latest {
+                    return Slot::TooLate(wait);
+                }
+                self.next_slot = slot + interval(*rate);
+                slot
+            }
         };
         if slot <= now {
             return Slot::Go;
@@ -202,6 +228,11 @@ impl Pace {
     /// A success at `now`; `reopen_pending` while the gate closed in this
     /// period (the pace is learned again at its reopening).
     pub(super) fn on_success(&mut self, now: Duration, reopen_pending: bool) {
+        if let Mode::Batches(b) = &mut self.mode
+            && now >= b.start
+        {
+            b.admitted = b.admitted.saturating_add(1);
+        }
         if reopen_pending {
             return;
         }
@@ -209,6 +240,12 @@ impl Pace {
             Mode::SlowStart { rate } => *rate += TUNING.slow_start_step,
             Mode::Batches(_) if now.saturating_sub(self.raised_at) >= TUNING.raise_every => {
                 self.raise();
+                self.raised_at = now;
+            }
+            Mode::Smooth { rate }
+                if now.saturating_sub(self.raised_at) >= TUNING.smooth_raise_every =>
+            {
+                *rate *= TUNING.smooth_raise_factor;
                 self.raised_at = now;
             }
             _ => {}
@@ -223,18 +260,34 @@ impl Pace {
         }
     }
 
+    /// The hold of a gate closed by a pushback with no time, before any
+    /// growth: a smooth pace was only a little too fast (its rejection is
+    /// one request over the server's rate), so a few of its intervals;
+    /// otherwise [`silent_hold`](super::tuning::Tuning::silent_hold).
+    pub(super) fn silent_hold(&self) -> Duration {
+        match self.mode {
+            Mode::Smooth { rate } => (interval(rate) * TUNING.smooth_hold_intervals)
+                .clamp(TUNING.smooth_hold_min, TUNING.silent_hold),
+            _ => TUNING.silent_hold,
+        }
+    }
+
     /// The period that ended saw a rejection: the batch was too large, by
     /// about a tenth (at least one, at most half). Applied once per period,
     /// when the gate reopens.
     pub(super) fn cut(&mut self) {
-        if let Mode::Batches(b) = &mut self.mode {
-            let size = f64::from(b.size);
-            b.resize(
-                to_count(size * TUNING.cut_factor)
-                    .min(b.size - 1)
-                    .max(to_count((size * TUNING.cut_floor).ceil()))
-                    .max(1),
-            );
+        match &mut self.mode {
+            Mode::Batches(b) => {
+                let size = f64::from(b.size);
+                b.resize(
+                    to_count(size * TUNING.cut_factor)
+                        .min(b.size - 1)
+                        .max(to_count((size * TUNING.cut_floor).ceil()))
+                        .max(1),
+                );
+            }
+            Mode::Smooth { rate } => *rate = (*rate * TUNING.cut_factor).max(TUNING.min_rate),
+            _ => {}
         }
     }
 }

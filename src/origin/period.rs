@@ -19,6 +19,9 @@ pub(super) struct Period {
     pub(super) rejected: bool,
     /// Whether an answer stated the server's quota and its reset.
     pub(super) stated: bool,
+    /// Whether the gate closed on a pushback with no time at all: the hold
+    /// was ours, not the server's period.
+    pub(super) silent: bool,
     /// Its last success read.
     pub(super) last_success: Duration,
 }
@@ -32,6 +35,7 @@ impl Period {
             first_pushback: None,
             rejected: false,
             stated: false,
+            silent: false,
             last_success: now,
         }
     }

@@ -65,10 +65,34 @@ pub(crate) struct Tuning {
     /// origin admitted per hold, so a hold longer than the server's period
     /// would learn a rate below its own.
     pub(crate) silent_hold: Duration,
-    /// The longest such hold, reached by doubling while every probe is
-    /// rejected (an outage): a server down for long sees one probe per this
-    /// span, and one back up waits at most this long to be found out.
+    /// The hold after a probe that followed a whole
+    /// [`silent_hold`](Self::silent_hold) and was rejected too: the server's
+    /// period is longer than a second, or it counts what it denies (HAProxy
+    /// after a burst of a few times its rate admits again within about two
+    /// seconds), or it is down. A probe costs the server one request, so
+    /// the next comes soon and the holds grow from there.
+    pub(crate) silent_probe_hold: Duration,
+    /// How such holds grow while the probes are rejected: by half (1,
+    /// then 0.25, 0.38, 0.56, 0.84, 1.27, 1.9, 2 s...).
+    pub(crate) silent_hold_growth: f64,
+    /// The longest such hold: a server down for long sees one probe per
+    /// this span (within the bound of about two a second), and one
+    /// back up is found within it.
     pub(crate) silent_hold_max: Duration,
+    /// A smooth pace's first hold after a pushback with no time, in its
+    /// intervals: its rejection says it was one request over the rate, and
+    /// a limiter that counts what it denies admits again after a few
+    /// intervals of quiet.
+    pub(crate) smooth_hold_intervals: u32,
+    /// And at least.
+    pub(crate) smooth_hold_min: Duration,
+    /// A smooth pace that ran this long without a pushback rises by
+    /// [`smooth_raise_factor`](Self::smooth_raise_factor): its pushbacks
+    /// cost a short hold and a tenth of the rate, not a window, so it
+    /// probes upward often, in small steps.
+    pub(crate) smooth_raise_every: Duration,
+    /// See [`smooth_raise_every`](Self::smooth_raise_every).
+    pub(crate) smooth_raise_factor: f64,
 }
 
 /// The tuning in force.
@@ -89,5 +113,11 @@ pub(crate) const TUNING: Tuning = Tuning {
     epoch_max: Duration::from_secs(60),
     origin_idle: Duration::from_secs(300),
     silent_hold: Duration::from_secs(1),
-    silent_hold_max: Duration::from_secs(8),
+    silent_probe_hold: Duration::from_millis(250),
+    silent_hold_growth: 1.5,
+    silent_hold_max: Duration::from_secs(2),
+    smooth_hold_intervals: 4,
+    smooth_hold_min: Duration::from_millis(50),
+    smooth_raise_every: Duration::from_secs(1),
+    smooth_raise_factor: 1.02,
 };

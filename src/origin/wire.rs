@@ -24,6 +24,7 @@ impl OriginState {
                 size: 0,
                 every: Duration::ZERO,
                 left: 0,
+                admitted: 0,
                 start: Duration::ZERO,
                 spread: Duration::ZERO,
             },
@@ -31,7 +32,7 @@ impl OriginState {
         let maybe =
             |t: Option<Duration>| t.map_or_else(|| "-".to_owned(), |t| nanos(t).to_string());
         format!(
-            "o9 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+            "o9 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
             nanos(gate.until),
             nanos(gate.span),
             nanos(gate.server_until),
@@ -43,7 +44,12 @@ impl OriginState {
             batches.left,
             nanos(batches.start),
             nanos(batches.spread),
-            u8::from(batches.size > 0),
+            match pace.mode {
+                Mode::Unpaced => 0,
+                Mode::Batches(_) => 1,
+                Mode::SlowStart { .. } => 2,
+                Mode::Smooth { .. } => 3,
+            },
             nanos(period.start),
             period.successes,
             u8::from(gate.reopen_pending),
@@ -60,6 +66,10 @@ impl OriginState {
             pace.reserved,
             nanos(gate.silent),
             nanos(pace.settled),
+            batches.admitted,
+            pace.queue,
+            u8::from(period.silent),
+            gate.silent_probes,
         )
     }
 
@@ -81,7 +91,7 @@ impl OriginState {
             batch_left,
             batch_start,
             spread,
-            _learned,
+            mode,
             epoch,
             successes,
             closed,
@@ -98,6 +108,10 @@ impl OriginState {
             reserved,
             silent,
             settled,
+            admitted,
+            queue,
+            silent_period,
+            silent_probes,
         ] = f.as_slice()
         else {
             return None;
@@ -117,18 +131,19 @@ impl OriginState {
             return None;
         }
         let size: u32 = batch.parse().ok()?;
-        let mode = if size > 0 {
-            Mode::Batches(Batches {
+        let mode = match *mode {
+            "0" => Mode::Unpaced,
+            "1" if size > 0 => Mode::Batches(Batches {
                 size,
                 every: time(every)?,
                 left: batch_left.parse().ok()?,
+                admitted: admitted.parse().ok()?,
                 start: time(batch_start)?,
                 spread: time(spread)?,
-            })
-        } else if rate > 0.0 {
-            Mode::SlowStart { rate }
-        } else {
-            Mode::Unpaced
+            }),
+            "2" if rate > 0.0 => Mode::SlowStart { rate },
+            "3" if rate > 0.0 => Mode::Smooth { rate },
+            _ => return None,
         };
         Some(OriginState {
             gate: Gate {
@@ -138,6 +153,7 @@ impl OriginState {
                 last_zero: maybe(zero)?,
                 reopen_pending: flag(closed)?,
                 silent: time(silent)?,
+                silent_probes: silent_probes.parse().ok()?,
             },
             quota: Quota {
                 left: quota_left.parse().ok()?,
@@ -151,6 +167,7 @@ impl OriginState {
                 reserved: reserved.parse().ok()?,
                 settled: time(settled)?,
                 raised_at: time(raised)?,
+                queue: queue.parse().ok()?,
             },
             period: Period {
                 start: time(epoch)?,
@@ -158,6 +175,7 @@ impl OriginState {
                 first_pushback: maybe(first)?,
                 rejected: flag(rejected)?,
                 stated: flag(stated)?,
+                silent: flag(silent_period)?,
                 last_success: time(last_success)?,
             },
             last_seen: time(seen)?,

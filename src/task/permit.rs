@@ -75,10 +75,10 @@ impl<'a, S: Store> Permit<'a, S> {
     /// permit's to give back: dropped meanwhile, or failed, it gives the
     /// slot back.
     pub(crate) async fn confirm(mut self) -> Result<(Self, Option<Duration>), StoreError> {
-        let Some((origin, _)) = self.held.as_deref().and_then(|h| h.slot.as_ref()) else {
+        let Some((origin, slot)) = self.held.as_deref().and_then(|h| h.slot.as_ref()) else {
             return Ok((self, None));
         };
-        let gate = admission::confirm(&**self.store, origin).await?;
+        let gate = admission::confirm(&**self.store, origin, *slot).await?;
         if let Some((origin, slot)) = self.held().slot.take() {
             let store = Arc::clone(self.store);
             let closed = gate.is_some();

@@ -117,7 +117,7 @@ proptest::proptest! {
             let closing = match retry_at {
                 Some(at) => gate.close(max_gate, now, now, at),
                 None => {
-                    let closing = gate.close_silent(max_gate, now, delay % 2 == 0);
+                    let closing = gate.close_silent(max_gate, now, TUNING.silent_hold, delay % 2 == 0);
                     // A hold of our own is no server time.
                     proptest::prop_assert_eq!(gate.server_until, server_before);
                     proptest::prop_assert!(gate.until > now, "a silent pushback left it open");

@@ -143,9 +143,14 @@ fn a_pushback_while_pacing_cuts_the_batch_by_a_tenth() {
     assert_eq!(o.admit(ON, ms(1600), LONG), Admission::GateClosed(ms(900)));
     assert_eq!(slot_at(&mut o, ms(2500)), ms(2500));
     assert!((o.rate() - 90.0 / every).abs() < 1e-9, "{}", o.rate());
-    // Even the probe rejected at once: a tenth again, never to nothing.
+    // The probe rejected at once, alone: "not yet", not "too fast".
     o.on_pushback(ON, ms(2505), Some(ms(3505)));
     let _ = slot_at(&mut o, ms(3505));
+    assert!((o.rate() - 90.0 / every).abs() < 1e-9, "{}", o.rate());
+    // A period that admitted some and was rejected: a tenth again.
+    o.on_success(ms(3600));
+    o.on_pushback(ON, ms(3700), Some(ms(4700)));
+    let _ = slot_at(&mut o, ms(4700));
     assert!((o.rate() - 81.0 / every).abs() < 1e-9, "{}", o.rate());
     let mut o = after_burst(1);
     for i in 1..5 {
@@ -219,21 +224,80 @@ fn a_pushback_without_a_time_closes_the_gate_for_a_second_once_per_burst() {
 }
 
 #[test]
-fn the_queue_behind_a_silent_hold_leaves_in_batches_of_what_got_through() {
+fn the_queue_behind_a_silent_hold_leaves_smoothly_at_what_got_through() {
     let mut o = after_silent_burst(50);
     assert_eq!(o.admit(ON, ms(1005), LONG), Admission::Reopened);
-    // 50 admitted per hold of a second: one batch of 50 per period.
+    // 50 admitted per hold of a second (plus its margin), spread evenly:
+    // no batch a counting limiter would see on top of the one before.
     let every = (ms(1000) + TUNING.batch_margin).as_secs_f64();
     assert!((o.rate() - 50.0 / every).abs() < 1e-9, "{}", o.rate());
+    assert!(matches!(o.pace.mode, Mode::Smooth { .. }));
     let slots: Vec<_> = (0..99).map(|_| slot_at(&mut o, ms(1005))).collect();
     assert!(most_in_a_second(&slots) <= 50, "{slots:?}");
-    // The probe and 49 in its batch, then the next batch a period later.
-    assert!(slots[48] < ms(1100), "{:?}", slots[48]);
-    assert!(slots[49] >= ms(2000), "{:?}", slots[49]);
+    let step = ms(1020) / 50;
+    for pair in slots.windows(2) {
+        assert!(pair[1] - pair[0] >= step - ms(1), "{pair:?}");
+    }
 }
 
 #[test]
-fn a_rejected_probe_doubles_the_hold_up_to_its_cap_and_a_success_resets_it() {
+fn a_batch_rejected_before_half_got_through_turns_into_a_smooth_pace() {
+    // A server that states a time, and whose batches are rejected early
+    // after the one before got through whole (it counts admissions over a
+    // sliding span): the same rate, a tenth below, spread evenly.
+    let mut o = after_burst(100);
+    let _ = slot_at(&mut o, ms(1000));
+    let learned = o.rate();
+    let batch: Vec<_> = (0..99).map(|_| slot_at(&mut o, ms(1000))).collect();
+    for t in &batch {
+        o.on_success(*t + ms(2));
+    }
+    let next = slot_at(&mut o, ms(1200));
+    assert!(next >= ms(2000), "{next:?}");
+    for _ in 0..10 {
+        o.on_success(next + ms(2));
+    }
+    o.on_pushback(ON, next + ms(3), Some(next + ms(1003)));
+    assert_eq!(o.admit(ON, next + ms(1003), LONG), Admission::Reopened);
+    assert!(
+        matches!(o.pace.mode, Mode::Smooth { .. }),
+        "{:?}",
+        o.pace.mode
+    );
+    assert!(
+        (o.rate() - learned * TUNING.cut_factor).abs() < 1e-9,
+        "{}",
+        o.rate()
+    );
+}
+
+#[test]
+fn a_smooth_pace_rejected_holds_briefly_and_rises_again_after_a_clean_second() {
+    let mut o = after_silent_burst(50);
+    assert_eq!(o.admit(ON, ms(1005), LONG), Admission::Reopened);
+    let rate = o.rate();
+    o.on_success(ms(1010));
+    // One request over the server's rate: a hold of four intervals.
+    o.observe(ON, ms(1500), Outcome::Pushback { retry_in: None });
+    let hold = o.gate_until(ms(1500)).expect("closed") - ms(1500);
+    assert_eq!(hold, (ms(1020) / 50 * 4).max(TUNING.smooth_hold_min));
+    assert_eq!(o.admit(ON, ms(1500) + hold, LONG), Admission::Reopened);
+    assert!(
+        (o.rate() - rate * TUNING.cut_factor).abs() < 1e-9,
+        "{}",
+        o.rate()
+    );
+    let cut = o.rate();
+    o.on_success(ms(1500) + hold + TUNING.smooth_raise_every);
+    assert!(
+        (o.rate() - cut * TUNING.smooth_raise_factor).abs() < 1e-9,
+        "{}",
+        o.rate()
+    );
+}
+
+#[test]
+fn a_rejected_probe_grows_the_hold_up_to_its_cap_and_a_success_resets_it() {
     // An outage: every answer is a bare 503.
     let mut o = after_silent_burst(0);
     let mut at = ms(1005);
@@ -249,8 +313,26 @@ fn a_rejected_probe_doubles_the_hold_up_to_its_cap_and_a_success_resets_it() {
         holds.push(until - answered);
         at = until;
     }
-    let s = Duration::from_secs;
-    assert_eq!(holds, [s(2), s(4), s(8), s(8), s(8), s(8)]);
+    let s = Duration::from_secs_f64;
+    assert_eq!(
+        holds,
+        [
+            s(0.25),
+            s(0.375),
+            s(0.5625),
+            s(0.84375),
+            s(1.265625),
+            s(1.8984375)
+        ]
+    );
+    for _ in 0..4 {
+        assert_eq!(o.admit(ON, at, LONG), Admission::Reopened);
+        o.observe(ON, at, Outcome::Pushback { retry_in: None });
+        let until = o.gate_until(at).expect("closed again");
+        holds.push(until - at);
+        at = until;
+    }
+    assert_eq!(holds[6..], [s(2.0); 4], "at most two seconds");
     // The origin is back: the probe succeeds, and the next silent
     // rejection holds it for a second again.
     assert_eq!(o.admit(ON, at, LONG), Admission::Reopened);
