@@ -60,6 +60,19 @@ impl Pace {
                         .max(TUNING.min_rate),
                 };
             }
+            Mode::SlowStart { rate }
+                if period.rejected && period.silent && period.successes > 0 =>
+            {
+                // Rising, it met the server's rate, which named no time: the
+                // hold was a few of its intervals, no period to learn a batch
+                // from. Slow start doubles its rate each second, and a
+                // server with a burst hides its rate until the burst is
+                // spent: it overshot by up to twice. Half the rate it had
+                // (as TCP halves its window on a loss), rising from there.
+                self.mode = Mode::Smooth {
+                    rate: (rate * TUNING.cut_floor).max(TUNING.min_rate),
+                };
+            }
             Mode::Batches(_) | Mode::Smooth { .. } => {
                 // A rejected probe alone (the period admitted nothing) says
                 // "not yet", not "too fast": the pace stands.

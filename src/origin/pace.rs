@@ -261,12 +261,14 @@ impl Pace {
     }
 
     /// The hold of a gate closed by a pushback with no time, before any
-    /// growth: a smooth pace was only a little too fast (its rejection is
-    /// one request over the server's rate), so a few of its intervals;
-    /// otherwise [`silent_hold`](super::tuning::Tuning::silent_hold).
+    /// growth: a smooth pace (or a slow start) was only a little too fast
+    /// (its rejection is one request over the server's rate), so a few of
+    /// its intervals; otherwise
+    /// [`silent_hold`](super::tuning::Tuning::silent_hold).
     pub(super) fn silent_hold(&self) -> Duration {
         match self.mode {
-            Mode::Smooth { rate } => (interval(rate) * TUNING.smooth_hold_intervals)
+            Mode::Smooth { rate } | Mode::SlowStart { rate } => (interval(rate)
+                * TUNING.smooth_hold_intervals)
                 .clamp(TUNING.smooth_hold_min, TUNING.silent_hold),
             _ => TUNING.silent_hold,
         }

@@ -12,6 +12,7 @@ use crate::error::Error;
 use crate::extensions::IdempotencyKey;
 use crate::observe::{self, WaitReason};
 use crate::origin::Admission;
+use crate::origin::tuning::TUNING;
 use crate::planner::StopReason;
 use crate::store::Store;
 
@@ -72,6 +73,11 @@ impl<'a, S: Store> Task<'a, S> {
                 .ok_or(Halt::Stop(StopReason::DeadlineExhausted))?
                 .map_err(Halt::Store)?;
             let admitted = || if at_once { asked } else { Instant::now() };
+            // A task that was pushed back goes to the back: it waits at the
+            // gate a little longer than the tasks there, so the next probe
+            // and the first slots after it are others' (the same task would
+            // otherwise probe each time, for the whole queue, and meet
+            // every overshoot of a pace still learning).
             let wait = match admission {
                 Admission::Now => return Ok(admitted()),
                 Admission::Reopened => {
@@ -98,6 +104,11 @@ impl<'a, S: Store> Task<'a, S> {
                     d
                 }
                 Admission::GateClosed(d) => {
+                    let d = if self.behind {
+                        d.saturating_add(TUNING.probe_gap_max)
+                    } else {
+                        d
+                    };
                     self.waiting(None, WaitReason::Gate, d);
                     d
                 }
