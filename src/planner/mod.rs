@@ -151,8 +151,8 @@ pub enum HintSource {
     /// no origin gate holds the retry. Code `fallback`.
     Fallback,
     /// No time at all, and the origin's gate holds the retry: the pushback
-    /// closed the gate for a hold of its own (a second, doubled while the
-    /// probe after it is rejected too), and the task leaves when the gate
+    /// closed the gate for a hold of its own (a second, shorter ones while
+    /// the probe after it is rejected too), and the task leaves when the gate
     /// and the pace admit it, with no delay of its own. Spends no retry
     /// budget. Code `gate`.
     Gate,

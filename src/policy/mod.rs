@@ -18,8 +18,9 @@ use crate::ratelimit::RateLimitHeaders;
 ///
 /// This is a local policy, not a server promise. With `Delay`, the
 /// pushback is retried: with the origin gate on (the default), through the
-/// gate, which the pushback closed for a hold of its own (a second, doubled
-/// while the probe after it is rejected too, at most 8 s and `max_wait`),
+/// gate, which the pushback closed for a hold of its own (a second; while
+/// the probe after it is rejected too, 0.25 s growing to at most 2 s and
+/// `max_wait`),
 /// with no delay of the task's own and no retry budget spent; with the gate
 /// off (or when a redirect led to the origin that answered), after this
 /// delay, spending the retry budget. With `Stop`, the task stops with
