@@ -6,17 +6,20 @@
 //!
 //! 200 requests go at once to an embedded local server that admits 50 a
 //! second and answers the rest `429` + `Retry-After`. An [`Observer`] counts
-//! the tasks waiting and stopped and remembers when the origin's gate
-//! reopens; an `indicatif` bar shows them with the requests done. The bar
+//! the tasks waiting and stopped; a clone of the middleware's store tells,
+//! on each tick, what the origin holds ([`Store::origin_status`]): the
+//! paced slots handed out, the next free one, the gate and the learned
+//! pace. An `indicatif` bar shows them with the requests done. The bar
 //! draws on a terminal (stderr); the summary line is printed either way.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use reqwest_backpressure::observe::{GateClosed, GateReopened, Observer, Stop, Wait, WaitEnd};
-use reqwest_backpressure::{Policy, RetryAfterMiddleware, RetryReport};
+use reqwest_backpressure::observe::{Observer, Stop, Wait, WaitEnd};
+use reqwest_backpressure::origin::{OriginStatus, PaceKind};
+use reqwest_backpressure::{MemoryStore, Policy, RetryAfterMiddleware, RetryReport, Store};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
@@ -30,15 +33,13 @@ use server::{LimitedServer, Shape};
 const REQUESTS: u64 = 200;
 const PER_SECOND: u32 = 50;
 
-/// What the bar shows, kept up to date by the middleware's events.
+/// What the tasks do, counted from the middleware's events.
 #[derive(Debug, Default)]
 struct Progress {
     /// Tasks in a wait now (after a `429`, at the gate, or paced).
     waiting: AtomicI64,
     /// Tasks that stopped without their answer.
     stopped: AtomicU64,
-    /// When the origin's gate reopens, while it is closed.
-    gate_until: Mutex<Option<Instant>>,
 }
 
 impl Observer for Progress {
@@ -53,48 +54,59 @@ impl Observer for Progress {
     fn on_stop(&self, _: &Stop<'_>) {
         self.stopped.fetch_add(1, Ordering::Relaxed);
     }
-
-    fn on_gate_closed(&self, gate: &GateClosed<'_>) {
-        let until = Instant::now() + gate.duration;
-        let mut slot = self.gate_until.lock().unwrap_or_else(|e| e.into_inner());
-        *slot = Some(slot.map_or(until, |t| t.max(until)));
-    }
-
-    fn on_gate_reopened(&self, _: &GateReopened<'_>) {
-        *self.gate_until.lock().unwrap_or_else(|e| e.into_inner()) = None;
-    }
 }
 
 impl Progress {
-    /// "waiting 12 · stopped 0 · gate reopens in 0.4 s" (or "gate open").
-    fn line(&self) -> String {
-        let gate = match *self.gate_until.lock().unwrap_or_else(|e| e.into_inner()) {
-            Some(t) if t > Instant::now() => format!(
-                "gate reopens in {:.1} s",
-                t.duration_since(Instant::now()).as_secs_f64()
-            ),
-            _ => "gate open".to_owned(),
-        };
-        format!(
-            "waiting {:>3} · stopped {} · {gate}",
+    /// "waiting 80 · stopped 0 · slots 80 · next free slot in 3.2 s · gate open
+    /// · pace 50 per 1.02 s", with what the origin holds (`None`: the store
+    /// does not know it yet).
+    fn line(&self, origin: Option<OriginStatus>) -> String {
+        let mut line = format!(
+            "waiting {:>3} · stopped {}",
             self.waiting.load(Ordering::Relaxed),
             self.stopped.load(Ordering::Relaxed)
-        )
+        );
+        let Some(origin) = origin else {
+            return line;
+        };
+        line += &format!(" · slots {:>3}", origin.reserved());
+        if let Some(next) = origin.next_slot_in() {
+            line += &format!(" · next free slot in {:.1} s", next.as_secs_f64());
+        }
+        line += &match origin.gate_closed_for() {
+            Some(left) => format!(" · gate reopens in {:.1} s", left.as_secs_f64()),
+            None => " · gate open".to_owned(),
+        };
+        line += &match origin.pace() {
+            PaceKind::Unpaced => " · unpaced".to_owned(),
+            pace => format!(" · pace {pace}"),
+        };
+        line
     }
 }
 
 #[tokio::main]
 async fn main() {
     let server = LimitedServer::start(Shape::Window, PER_SECOND, "/item").await;
+    let url = reqwest::Url::parse(&server.url).expect("the server's url");
     let progress = Arc::new(Progress::default());
+    // The middleware moves into the client: keep a clone of its store (the
+    // clones share their state) to read the origin's status from.
+    let store = MemoryStore::new();
     let client = reqwest_middleware::ClientBuilder::new(
         reqwest::Client::builder()
             .no_proxy()
             .build()
             .expect("a reqwest client"),
     )
-    .with(RetryAfterMiddleware::new(Policy::default()).with_observer(progress.clone()))
+    .with(
+        RetryAfterMiddleware::with_store(Policy::default(), store.clone())
+            .with_observer(progress.clone()),
+    )
     .build();
+    // What the store holds for the origin, for the bar (a store that
+    // cannot answer shows nothing of it).
+    let origin = async || store.origin_status(&url).await.ok().flatten();
 
     let bar = ProgressBar::new(REQUESTS).with_style(
         ProgressStyle::with_template("{elapsed:>3} [{bar:30}] {pos}/{len} done · {msg}")
@@ -121,10 +133,10 @@ async fn main() {
                 Some(_) => { failed += 1; bar.inc(1); }
                 None => break,
             },
-            _ = tick.tick() => bar.set_message(progress.line()),
+            _ = tick.tick() => bar.set_message(progress.line(origin().await)),
         }
     }
-    bar.set_message(progress.line());
+    bar.set_message(progress.line(origin().await));
     bar.finish();
     let seen = server.finish();
     println!(
@@ -135,5 +147,5 @@ async fn main() {
         seen.rejected,
         seen.premature,
     );
-    println!("{}", progress.line());
+    println!("{}", progress.line(origin().await));
 }

@@ -21,7 +21,8 @@
 //!   `period.rs` between one opening of the gate and the next closing.
 //!
 //! [`OriginState::admit`] composes them; the numbers they are tuned with
-//! are in `tuning.rs`, each with its reason. Requests are never released
+//! are in `tuning.rs`, each with its reason. [`OriginState::status`] reads
+//! them for display ([`OriginStatus`]). Requests are never released
 //! before the server's time and never jittered below it.
 
 use std::time::Duration;
@@ -34,6 +35,7 @@ mod pace;
 mod period;
 mod quota;
 mod slots;
+mod status;
 #[cfg(test)]
 mod tests;
 pub(crate) mod tuning;
@@ -45,6 +47,7 @@ use gate::Gate;
 use pace::{Pace, Slot};
 use period::Period;
 use quota::{Check, Quota};
+pub use status::{OriginStatus, PaceKind};
 use tuning::TUNING;
 
 /// An origin whose gate is open, whose queue is empty and that nobody used

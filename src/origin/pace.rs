@@ -66,6 +66,20 @@ impl Batches {
         self.size.saturating_sub(self.left)
     }
 
+    /// The slot a task asking at `now` is given, behind `last` (the latest
+    /// slot handed out): whether it opens a new batch, that batch's start,
+    /// and the slot. The next in the current batch, or, once it is spent,
+    /// the first of a batch `every` after `last`.
+    fn free_slot(&self, now: Duration, last: Duration) -> (bool, Duration, Duration) {
+        let new_batch = self.left == 0;
+        let (start, taken) = if new_batch {
+            (now.max(last.saturating_add(self.every)), 0)
+        } else {
+            (self.start, self.taken())
+        };
+        (new_batch, start, now.max(start + self.offset(taken)))
+    }
+
     /// Sets the size; the current batch keeps no more slots left than it.
     pub(super) fn resize(&mut self, size: u32) {
         self.size = size;
@@ -133,6 +147,17 @@ impl Pace {
         self.mode != Mode::Unpaced
     }
 
+    /// When the slot a task asking at `now` would be given leaves (`now`:
+    /// it would go at once), the gate and the quota aside: what
+    /// [`take`](Self::take) hands out next.
+    pub(super) fn free_slot(&self, now: Duration) -> Duration {
+        match self.mode {
+            Mode::Unpaced => now,
+            Mode::SlowStart { .. } => now.max(self.next_slot),
+            Mode::Batches(b) => b.free_slot(now, self.next_slot).2,
+        }
+    }
+
     /// At `now`: once every slot handed out has come, none is reserved any
     /// more (a holder that vanished without a word leaks nothing).
     pub(super) fn settle(&mut self, now: Duration) {
@@ -164,13 +189,7 @@ impl Pace {
                 // window sees one batch per window, a sliding log never
                 // more than it admitted in one period, and a bucket refills
                 // a batch between two.
-                let new_batch = b.left == 0;
-                let (start, taken) = if new_batch {
-                    (now.max(self.next_slot.saturating_add(b.every)), 0)
-                } else {
-                    (b.start, b.taken())
-                };
-                let slot = now.max(start + b.offset(taken));
+                let (new_batch, start, slot) = b.free_slot(now, self.next_slot);
                 let wait = slot - now;
                 if wait > latest {
                     return Slot::TooLate(wait);

@@ -108,9 +108,10 @@ pub use now::Now;
 pub use crate::redis_store::{FailMode, RedisStore};
 
 use crate::budget::{BudgetState, RetryBudget};
+use crate::http_origin::origin_of;
 pub use crate::origin::Outcome;
 pub use crate::origin::Reservation;
-use crate::origin::{OriginState, PacingConfig};
+use crate::origin::{OriginState, OriginStatus, PacingConfig};
 
 /// Proof of holding the lease of a key, returned by [`Store::acquire`] and
 /// given back to [`Store::release`]. A release with a stale token (the
@@ -238,6 +239,45 @@ pub trait Store: Send + Sync + 'static {
         async move {
             let (state, now) = read.await?;
             Ok(state.and_then(|s| s.gate_in(now)))
+        }
+    }
+
+    /// What the store holds for the origin of `url` (named as the
+    /// middleware names a request's origin, `scheme://host:port`), for
+    /// display: [`OriginState::status`] at the store's time, or `None` when
+    /// the store has no state for it (never used, or forgotten while idle).
+    /// Over a shared store, it is what every process sharing it sees.
+    ///
+    /// The middleware is moved into the client, so keep a clone of the
+    /// store to read it (clones of [`MemoryStore`], [`Coalesced`] and
+    /// `RedisStore` share their state; clone one once it is set up), or
+    /// take [`RetryAfterMiddleware::store`](crate::RetryAfterMiddleware::store)`().clone()`
+    /// before the middleware moves.
+    ///
+    /// ```
+    /// use reqwest_backpressure::{MemoryStore, Policy, RetryAfterMiddleware, Store};
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let store = MemoryStore::new();
+    /// let client = reqwest_middleware::ClientBuilder::new(reqwest::Client::new())
+    ///     .with(RetryAfterMiddleware::with_store(Policy::default(), store.clone()))
+    ///     .build();
+    /// # drop(client);
+    /// // ... while tasks run:
+    /// let url = reqwest::Url::parse("https://api.example.com/items")?;
+    /// if let Some(status) = store.origin_status(&url).await? {
+    ///     eprintln!("slots {} · pace {}", status.reserved(), status.pace());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    fn origin_status(
+        &self,
+        url: &reqwest::Url,
+    ) -> impl Future<Output = Result<Option<OriginStatus>, StoreError>> + Send {
+        let origin = origin_of(url);
+        async move {
+            let (state, now) = self.read_origin(&origin).await?;
+            Ok(state.map(|s| s.status(now)))
         }
     }
 

@@ -11,6 +11,7 @@ mod fuzz;
 mod github;
 mod known_deviations;
 mod middleware;
+mod origin_status;
 mod parser;
 mod planner;
 mod rate_limited;

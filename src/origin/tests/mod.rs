@@ -8,6 +8,7 @@ mod gate;
 mod pace;
 mod quota;
 mod slots;
+mod status;
 
 const ON: PacingConfig = PacingConfig {
     gate: true,
