@@ -153,7 +153,7 @@ impl Pace {
     pub(super) fn free_slot(&self, now: Duration) -> Duration {
         match self.mode {
             Mode::Unpaced => now,
-            Mode::SlowStart { .. } => now.max(self.next_slot),
+            Mode::SlowStart { .. } | Mode::Smooth { .. } => now.max(self.next_slot),
             Mode::Batches(b) => b.free_slot(now, self.next_slot).2,
         }
     }

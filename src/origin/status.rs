@@ -60,6 +60,13 @@ pub enum PaceKind {
         /// Requests per second now.
         per_second: f64,
     },
+    /// A smooth pace of what the origin admitted, one request every
+    /// `1 / per_second` (a server that named no time, or that rejected a
+    /// batch early).
+    Smooth {
+        /// Requests per second.
+        per_second: f64,
+    },
     /// What the origin admitted per period, released one batch per period.
     Batches {
         /// Requests per batch.
@@ -76,7 +83,9 @@ impl PaceKind {
     pub fn per_second(&self) -> Option<f64> {
         match *self {
             PaceKind::Unpaced => None,
-            PaceKind::SlowStart { per_second } => Some(per_second),
+            PaceKind::SlowStart { per_second } | PaceKind::Smooth { per_second } => {
+                Some(per_second)
+            }
             PaceKind::Batches { size, every } => {
                 Some(f64::from(size) / every.as_secs_f64().max(f64::MIN_POSITIVE))
             }
@@ -87,6 +96,7 @@ impl PaceKind {
         match mode {
             Mode::Unpaced => PaceKind::Unpaced,
             Mode::SlowStart { rate } => PaceKind::SlowStart { per_second: rate },
+            Mode::Smooth { rate } => PaceKind::Smooth { per_second: rate },
             Mode::Batches(b) => PaceKind::Batches {
                 size: b.size,
                 every: b.every,
@@ -102,6 +112,7 @@ impl fmt::Display for PaceKind {
         match *self {
             PaceKind::Unpaced => f.write_str("unpaced"),
             PaceKind::SlowStart { per_second } => write!(f, "slow start {per_second:.1}/s"),
+            PaceKind::Smooth { per_second } => write!(f, "{per_second:.1}/s"),
             PaceKind::Batches { size, every } => {
                 write!(f, "{size} per {:.2} s", every.as_secs_f64())
             }
