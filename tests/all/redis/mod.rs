@@ -9,6 +9,10 @@
 #[path = "../../support/redis_server.rs"]
 pub(crate) mod redis_server;
 
+#[path = "../../support/redis_cluster.rs"]
+pub(crate) mod redis_cluster;
+
+mod cluster;
 mod faults;
 mod gate;
 mod keys;
