@@ -13,7 +13,7 @@
 //! - `{prefix}budget`: the retry budget (one key).
 
 use std::collections::HashMap;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -60,6 +60,8 @@ pub(super) struct Shared {
     pub(super) held: Mutex<HashMap<String, (u64, Instant)>>,
     /// Whether the task re-asserting `held` runs.
     pub(super) heartbeat: AtomicBool,
+    /// Operations run on `local` instead of Redis, failing open.
+    pub(super) fallbacks: AtomicU64,
     /// Whether a single-node connection reached a Redis Cluster node, once
     /// asked (by `connect`, or after the first answer of a lazy
     /// connection); `false` from the start on a cluster connection.
@@ -116,6 +118,7 @@ impl Redis {
                 releasing: Mutex::default(),
                 held: Mutex::default(),
                 heartbeat: AtomicBool::new(false),
+                fallbacks: AtomicU64::new(0),
                 cluster,
                 read: Script::new(READ),
                 cas: Script::new(CAS),

@@ -4,6 +4,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use redis::Value;
@@ -115,6 +116,7 @@ impl Redis {
         match self.fail_mode {
             FailMode::Closed => Err(err),
             FailMode::Open => {
+                self.shared.fallbacks.fetch_add(1, Ordering::Relaxed);
                 #[cfg(feature = "tracing")]
                 tracing::warn!(target: "reqwest_backpressure::redis_store", operation = what, error = %err, "reqwest-backpressure: redis unavailable, using local state");
                 #[cfg(not(feature = "tracing"))]
