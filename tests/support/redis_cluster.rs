@@ -172,20 +172,6 @@ impl RedisCluster {
             .expect("CLUSTER KEYSLOT")
     }
 
-    /// The port of the primary serving `slot`, as a running node sees it.
-    pub fn primary_of_slot(&self, slot: u16) -> u16 {
-        self.primaries()
-            .iter()
-            .find(|l| l.slots.iter().any(|&(a, b)| (a..=b).contains(&slot)))
-            .map(|l| l.port)
-            .expect("a primary serving the slot")
-    }
-
-    /// The port of the primary serving `key`.
-    pub fn primary_of(&self, key: &str) -> u16 {
-        self.primary_of_slot(self.slot(key))
-    }
-
     /// A connection to some running node.
     pub fn any_conn(&self) -> redis::Connection {
         self.nodes
