@@ -18,6 +18,7 @@ mod gate;
 mod keys;
 mod leases;
 mod limit_server;
+mod local_state;
 mod multi_process;
 mod review;
 mod support;
