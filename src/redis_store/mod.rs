@@ -167,7 +167,10 @@ const CAS_ROUNDS: u32 = 256;
 /// `cluster-node-timeout` and an election), the operations on its keys
 /// fail and the [`FailMode`] applies to them, with the same `warn` event;
 /// the other slots go on. A slot being migrated is followed through `ASK`
-/// and `MOVED`; its keys move with their TTLs.
+/// and `MOVED`; its keys move with their TTLs. The cluster connection
+/// sends a command again when its connection dropped: a compare-and-set
+/// whose answer was lost with its node may be applied twice (on the
+/// replica that had it and took over).
 ///
 /// One Redis is simpler, and enough while it keeps up; a cluster spreads
 /// the leases and origins over primaries, but not the budget.
