@@ -16,12 +16,13 @@
 //! what of it the cluster still held after (asynchronous replication may
 //! lose the last writes of a killed primary).
 
-use std::collections::BTreeMap;
+mod capture;
+mod fault;
+
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use reqwest_backpressure::observe::{LocalState, Observer};
 use reqwest_backpressure::store::{FailMode, RedisStore};
 use reqwest_backpressure::{Policy, RetryAfterMiddleware};
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
@@ -29,27 +30,8 @@ use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 use super::{HOLD, Run, Seen};
 use crate::redis::redis_cluster::RedisCluster;
 use crate::server::{LimitedServer, Options, Shape};
-
-#[derive(Debug, Clone, Copy)]
-enum Fault {
-    /// The primary killed (`SIGKILL`); returns once its replica took over.
-    KillPrimary,
-    /// `DEBUG SLEEP` on the primary for this long.
-    Freeze(Duration),
-    /// The primary's slots holding the origin and leases migrated to
-    /// another primary, pausing half-way.
-    Migrate,
-}
-
-impl Fault {
-    fn name(self) -> String {
-        match self {
-            Fault::KillPrimary => "primary killed".to_owned(),
-            Fault::Freeze(d) => format!("DEBUG SLEEP {:.1} s", d.as_secs_f64()),
-            Fault::Migrate => "slot migration".to_owned(),
-        }
-    }
-}
+use capture::{Locals, with_warns};
+use fault::{Fault, apply};
 
 /// The size of a storm.
 struct Storm {
@@ -80,60 +62,6 @@ const FULL: Storm = Storm {
     fault_at: Duration::from_secs(3),
 };
 
-/// `on_local_state` events, by operation.
-#[derive(Default)]
-struct Locals(Mutex<BTreeMap<&'static str, usize>>);
-
-impl Observer for Locals {
-    fn on_local_state(&self, local: &LocalState<'_>) {
-        *self.0.lock().unwrap().entry(local.operation).or_default() += 1;
-    }
-}
-
-/// `warn` events of the Redis store, counted on every thread they are
-/// installed on.
-#[cfg(feature = "tracing")]
-#[derive(Clone, Default)]
-struct Warns(Arc<AtomicUsize>);
-
-#[cfg(feature = "tracing")]
-impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Warns {
-    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
-        let meta = event.metadata();
-        if *meta.level() == tracing::Level::WARN
-            && meta.target() == "reqwest_backpressure::redis_store"
-        {
-            self.0.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-}
-
-/// Runs `f` on a two-thread runtime whose threads all report to `warns`.
-fn with_warns<T>(warns: &Arc<AtomicUsize>, f: impl Future<Output = T>) -> T {
-    #[cfg(feature = "tracing")]
-    let dispatch = {
-        use tracing_subscriber::layer::SubscriberExt;
-        tracing::Dispatch::new(tracing_subscriber::registry().with(Warns(Arc::clone(warns))))
-    };
-    #[cfg(not(feature = "tracing"))]
-    let _ = warns;
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    builder.worker_threads(2).enable_all();
-    #[cfg(feature = "tracing")]
-    {
-        let dispatch = dispatch.clone();
-        builder.on_thread_start(move || {
-            // For the thread's life.
-            std::mem::forget(tracing::dispatcher::set_default(&dispatch));
-        });
-    }
-    let rt = builder.build().expect("a runtime");
-    #[cfg(feature = "tracing")]
-    return tracing::dispatcher::with_default(&dispatch, || rt.block_on(f));
-    #[cfg(not(feature = "tracing"))]
-    rt.block_on(f)
-}
-
 fn client(store: RedisStore, locals: Arc<Locals>) -> ClientWithMiddleware {
     let policy = Policy::default()
         .max_attempts(10)
@@ -145,122 +73,6 @@ fn client(store: RedisStore, locals: Arc<Locals>) -> ClientWithMiddleware {
                 .with_observer(locals),
         )
         .build()
-}
-
-/// The store's keys on the node on `port`: `(leases, origins)`.
-fn held_on(cluster: &RedisCluster, port: u16, prefix: &str) -> (Vec<String>, Vec<String>) {
-    let Ok(mut conn) = cluster.node(port).try_conn() else {
-        return (Vec::new(), Vec::new());
-    };
-    let mut of = |what: &str| -> Vec<String> {
-        redis::cmd("KEYS")
-            .arg(format!("{prefix}{what}:*"))
-            .query(&mut conn)
-            .unwrap_or_default()
-    };
-    (of("lease"), of("origin"))
-}
-
-/// How many of `keys` exist on the cluster now: on a running node that
-/// says it is a primary (the nodes' views of who serves what may lag a
-/// failover for a moment; each node's own role does not).
-fn still_there(cluster: &RedisCluster, keys: &[String]) -> usize {
-    let mut primaries: Vec<redis::Connection> = cluster
-        .nodes
-        .iter()
-        .filter(|n| n.running())
-        .filter_map(|n| n.try_conn().ok())
-        .filter_map(|mut c| {
-            let role: Vec<redis::Value> = redis::cmd("ROLE").query(&mut c).ok()?;
-            matches!(role.first(), Some(redis::Value::BulkString(r)) if r == b"master").then_some(c)
-        })
-        .collect();
-    keys.iter()
-        .filter(|k| {
-            primaries.iter_mut().any(|c| {
-                redis::cmd("EXISTS")
-                    .arg(k.as_str())
-                    .query::<i64>(c)
-                    .is_ok_and(|n| n == 1)
-            })
-        })
-        .count()
-}
-
-/// The primary serving the origin's state (the hot key of the storm).
-fn victim(cluster: &RedisCluster, prefix: &str) -> u16 {
-    let give_up = Instant::now() + Duration::from_secs(5);
-    loop {
-        for p in cluster.primaries() {
-            if !held_on(cluster, p.port, prefix).1.is_empty() {
-                return p.port;
-            }
-        }
-        assert!(Instant::now() < give_up, "no origin state in the cluster");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Applies `fault` to the primary serving the origin (blocking); returns
-/// what it held before and what of it was still there after, as a line.
-fn apply(fault: Fault, cluster: &mut RedisCluster, prefix: &str) -> String {
-    let port = victim(cluster, prefix);
-    let (leases, origins) = held_on(cluster, port, prefix);
-    let mut took_over = false;
-    match fault {
-        Fault::KillPrimary => {
-            cluster.node_mut(port).stop();
-            cluster.wait_failover(port, Duration::from_secs(30));
-            took_over = true;
-        }
-        Fault::Freeze(d) => {
-            let mut conn = cluster.node(port).conn();
-            let () = redis::cmd("DEBUG")
-                .arg("SLEEP")
-                .arg(d.as_secs_f64())
-                .query(&mut conn)
-                .expect("DEBUG SLEEP");
-            // A freeze past the node timeout may have made its replica
-            // primary meanwhile: wait for the cluster to settle.
-            std::thread::sleep(Duration::from_millis(1500));
-            took_over = !cluster
-                .primaries()
-                .iter()
-                .any(|p| p.port == port && !p.slots.is_empty());
-        }
-        Fault::Migrate => {
-            let to = cluster
-                .primaries()
-                .iter()
-                .map(|p| p.port)
-                .find(|&p| p != port)
-                .expect("another primary");
-            let mut slots: Vec<u16> = origins
-                .iter()
-                .chain(leases.iter().take(3))
-                .map(|k| cluster.slot(k))
-                .collect();
-            slots.sort_unstable();
-            slots.dedup();
-            for slot in slots {
-                cluster.migrate_slot(slot, port, to, || {
-                    std::thread::sleep(Duration::from_millis(150));
-                });
-            }
-        }
-    }
-    format!(
-        "victim held {} leases and {} origin keys, after: {} and {} still there{}",
-        leases.len(),
-        origins.len(),
-        still_there(cluster, &leases),
-        still_there(cluster, &origins),
-        if took_over {
-            ", a replica took over"
-        } else {
-            ""
-        }
-    )
 }
 
 /// Runs one storm and fault; returns the invariants it broke.
