@@ -7,7 +7,9 @@
 //!   hex SHA-1 of the task key and `{ab}` its first two hex digits, a hash
 //!   tag: a cluster keeps all leases of one of 256 buckets in one slot;
 //! - `{prefix}freed:{ab}:{sha1}:{token}`: the two-second mark of a released
-//!   lease, in its lease's slot (the release script writes both);
+//!   lease, in its lease's slot (the release writes both: one script on one
+//!   Redis; on a cluster the mark, then a compare-and-delete of the lease,
+//!   so that neither meets `TRYAGAIN` while the slot migrates);
 //! - `{prefix}origin:{sha1}`: an origin's gate, quota and pace (one key, one
 //!   slot each);
 //! - `{prefix}budget`: the retry budget (one key).
@@ -22,7 +24,7 @@ use tokio::time::Instant;
 
 use super::FailMode;
 use super::connection::Connection;
-use super::scripts::{ACQUIRE, CAS, READ, REASSERT, RELEASE};
+use super::scripts::{ACQUIRE, CAS, READ, REASSERT, RELEASE, RELEASE_ONE};
 use crate::store::{MemoryStore, StoreError};
 use crate::util::lock;
 
@@ -70,6 +72,7 @@ pub(super) struct Shared {
     pub(super) cas: Script,
     pub(super) acquire: Script,
     pub(super) release: Script,
+    pub(super) release_one: Script,
     pub(super) reassert: Script,
 }
 
@@ -124,6 +127,7 @@ impl Redis {
                 cas: Script::new(CAS),
                 acquire: Script::new(ACQUIRE),
                 release: Script::new(RELEASE),
+                release_one: Script::new(RELEASE_ONE),
                 reassert: Script::new(REASSERT),
             }),
         }

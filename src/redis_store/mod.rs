@@ -150,7 +150,7 @@ const CAS_ROUNDS: u32 = 256;
 ///   key and `{ab}`, its first two digits, a hash tag: leases fall in 256
 ///   buckets, each one slot, spread over the primaries;
 /// - `{prefix}freed:{ab}:{sha1}:{token}`: a released lease's two-second
-///   mark, written by the release with its lease, in the same slot; the
+///   mark, in its lease's slot, set just before the lease is deleted; the
 ///   heartbeat re-asserts the held leases one bucket per script, every
 ///   bucket at once, each on the clock of the node serving it;
 /// - `{prefix}origin:{sha1}`: an origin's state, one key (its slot spreads

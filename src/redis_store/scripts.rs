@@ -97,6 +97,15 @@ end
 return 0
 ";
 
+/// Deletes the lease KEYS[1] if it holds token ARGV[1] (on a cluster, after
+/// the release's mark was set by a command of its own).
+pub(super) const RELEASE_ONE: &str = r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+";
+
 /// Reads `{.., now_s, now_us, value?}` starting at `at`.
 pub(super) fn parse_time_and_value(
     reply: &[Value],

@@ -172,6 +172,16 @@ impl RedisCluster {
             .expect("CLUSTER KEYSLOT")
     }
 
+    /// The port of the primary serving `key`, as a running node sees it.
+    pub fn primary_of(&self, key: &str) -> u16 {
+        let slot = self.slot(key);
+        self.primaries()
+            .iter()
+            .find(|l| l.slots.iter().any(|&(a, b)| (a..=b).contains(&slot)))
+            .map(|l| l.port)
+            .expect("a primary serving the slot")
+    }
+
     /// A connection to some running node.
     pub fn any_conn(&self) -> redis::Connection {
         self.nodes

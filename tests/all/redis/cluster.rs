@@ -18,6 +18,13 @@ pub(crate) fn keys_on(cluster: &RedisCluster, port: u16, pattern: &str) -> Vec<S
     keys(&mut cluster.node(port).conn(), pattern)
 }
 
+/// The Redis key of the lease of task key `key` (the store's layout:
+/// `{prefix}lease:{ab}:{sha1}`).
+fn lease_key(prefix: &str, key: &str) -> String {
+    let hash = sha1_smol::Sha1::from(key).digest().to_string();
+    format!("{prefix}lease:{{{}}}:{hash}", &hash[..2])
+}
+
 /// The lease keys under `prefix` on each primary, by port.
 fn leases_per_primary(cluster: &RedisCluster, prefix: &str) -> BTreeMap<u16, usize> {
     cluster
@@ -241,6 +248,91 @@ async fn connecting_to_no_cluster_fails_without_naming_it() {
         assert!(lazy.acquire("k", Duration::from_secs(5)).await.is_ok());
         let closed = lazy.fail_mode(FailMode::Closed);
         assert!(closed.acquire("k2", Duration::from_secs(5)).await.is_err());
+    })
+    .await;
+}
+
+/// Two leases of one bucket (one slot) while that slot migrates to another
+/// primary, one of them moved already: both stay exclusive (the other store
+/// is refused each, through `ASK`), and their releases free them for the
+/// other store before the migration ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn leases_stay_exclusive_and_are_released_while_their_slot_migrates() {
+    bounded(Duration::from_secs(60), async {
+        let cluster = Arc::new(RedisCluster::start());
+        let seeds = cluster.seeds();
+        let prefix = "rbp-cluster-migrate:";
+        let a = cluster_store(&seeds[..1], prefix)
+            .await
+            .fail_mode(FailMode::Closed)
+            .restart_grace(Duration::ZERO);
+        let b = cluster_store(&seeds[1..2], prefix)
+            .await
+            .fail_mode(FailMode::Closed)
+            .restart_grace(Duration::ZERO);
+        let ttl = Duration::from_secs(30);
+        // Two task keys whose leases share a bucket, hence a slot.
+        let mut by_bucket: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for i in 0..64 {
+            let key = format!("m-{i}");
+            let hash = sha1_smol::Sha1::from(key.as_str()).digest().to_string();
+            by_bucket.entry(hash[..2].to_owned()).or_default().push(key);
+        }
+        let pair = by_bucket
+            .values()
+            .find(|ks| ks.len() >= 2)
+            .expect("two of 64 keys in one of 256 buckets")
+            .clone();
+        let mut in_slot = Vec::new();
+        for key in &pair[..2] {
+            let token = a.acquire(key, ttl).await.expect("acquire").expect("free");
+            in_slot.push((key.clone(), token));
+        }
+        let lease = lease_key(prefix, &pair[0]);
+        let slot = cluster.slot(&lease);
+        assert_eq!(slot, cluster.slot(&lease_key(prefix, &pair[1])));
+        assert_eq!(
+            keys_on(&cluster, cluster.primary_of(&lease), &lease),
+            vec![lease.clone()]
+        );
+        let from = cluster.primary_of(&lease);
+        let to = cluster
+            .primaries()
+            .iter()
+            .map(|p| p.port)
+            .find(|&p| p != from)
+            .expect("another primary");
+        let (half_tx, half_rx) = std::sync::mpsc::channel();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let migrating = {
+            let cluster = Arc::clone(&cluster);
+            tokio::task::spawn_blocking(move || {
+                cluster.migrate_slot(slot, from, to, || {
+                    half_tx.send(()).expect("test waits");
+                    let _ = go_rx.recv_timeout(Duration::from_secs(20));
+                });
+            })
+        };
+        tokio::task::spawn_blocking(move || half_rx.recv().expect("migration half-way"))
+            .await
+            .expect("wait");
+        for (key, _) in &in_slot {
+            let taken = b.acquire(key, ttl).await.expect("acquire mid-migration");
+            assert_eq!(taken, None, "{key} taken mid-migration");
+        }
+        for (key, token) in &in_slot {
+            a.release(key, *token).await.expect("release");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        for (key, _) in &in_slot {
+            let taken = b.acquire(key, ttl).await;
+            assert!(
+                matches!(taken, Ok(Some(_))),
+                "{key} after its release mid-migration: {taken:?}"
+            );
+        }
+        go_tx.send(()).expect("migration waits");
+        migrating.await.expect("migration");
     })
     .await;
 }
