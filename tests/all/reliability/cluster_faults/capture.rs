@@ -18,29 +18,62 @@ impl Observer for Locals {
 }
 
 /// `warn` events of the Redis store, counted on every thread they are
-/// installed on.
-#[cfg(feature = "tracing")]
+/// installed on: falling back to local state, and leases found taken by
+/// another task (the heartbeat's).
 #[derive(Clone, Default)]
-struct Warns(Arc<AtomicUsize>);
+pub(super) struct Warns {
+    pub(super) fallback: Arc<AtomicUsize>,
+    pub(super) lost: Arc<AtomicUsize>,
+}
+
+impl Warns {
+    /// `(fallback, lost)` now.
+    pub(super) fn now(&self) -> (usize, usize) {
+        (
+            self.fallback.load(Ordering::Relaxed),
+            self.lost.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// An event's message.
+#[cfg(feature = "tracing")]
+struct Message(String);
+
+#[cfg(feature = "tracing")]
+impl tracing::field::Visit for Message {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            self.0 = format!("{value:?}");
+        }
+    }
+}
 
 #[cfg(feature = "tracing")]
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Warns {
     fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
         let meta = event.metadata();
-        if *meta.level() == tracing::Level::WARN
-            && meta.target() == "reqwest_backpressure::redis_store"
+        if *meta.level() != tracing::Level::WARN
+            || meta.target() != "reqwest_backpressure::redis_store"
         {
-            self.0.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let mut message = Message(String::new());
+        event.record(&mut message);
+        if message.0.contains("using local state") {
+            self.fallback.fetch_add(1, Ordering::Relaxed);
+        } else if message.0.contains("held by other tasks") {
+            self.lost.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
 
 /// Runs `f` on a two-thread runtime whose threads all report to `warns`.
-pub(super) fn with_warns<T>(warns: &Arc<AtomicUsize>, f: impl Future<Output = T>) -> T {
+pub(super) fn with_warns<T>(warns: &Warns, f: impl Future<Output = T>) -> T {
     #[cfg(feature = "tracing")]
     let dispatch = {
         use tracing_subscriber::layer::SubscriberExt;
-        tracing::Dispatch::new(tracing_subscriber::registry().with(Warns(Arc::clone(warns))))
+        tracing::Dispatch::new(tracing_subscriber::registry().with(warns.clone()))
     };
     #[cfg(not(feature = "tracing"))]
     let _ = warns;

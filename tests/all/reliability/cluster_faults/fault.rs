@@ -81,8 +81,9 @@ fn victim(cluster: &RedisCluster, prefix: &str) -> u16 {
 }
 
 /// Applies `fault` to the primary serving the origin (blocking); returns
-/// what it held before and what of it was still there after, as a line.
-pub(super) fn apply(fault: Fault, cluster: &mut RedisCluster, prefix: &str) -> String {
+/// what it held before and what of it was still there after, as a line,
+/// and whether a replica took over.
+pub(super) fn apply(fault: Fault, cluster: &mut RedisCluster, prefix: &str) -> (String, bool) {
     let port = victim(cluster, prefix);
     let (leases, origins) = held_on(cluster, port, prefix);
     let mut took_over = false;
@@ -128,7 +129,7 @@ pub(super) fn apply(fault: Fault, cluster: &mut RedisCluster, prefix: &str) -> S
             }
         }
     }
-    format!(
+    let line = format!(
         "victim held {} leases and {} origin keys, after: {} and {} still there{}",
         leases.len(),
         origins.len(),
@@ -139,5 +140,6 @@ pub(super) fn apply(fault: Fault, cluster: &mut RedisCluster, prefix: &str) -> S
         } else {
             ""
         }
-    )
+    );
+    (line, took_over)
 }
