@@ -28,6 +28,8 @@ pub struct NodeLine {
     pub failed: bool,
     /// Slot ranges served (primaries), inclusive.
     pub slots: Vec<(u16, u16)>,
+    /// A replica's primary (its id).
+    pub replica_of: Option<String>,
 }
 
 impl RedisCluster {
@@ -160,6 +162,16 @@ impl RedisCluster {
             .into_iter()
             .filter(|l| l.primary && !l.failed)
             .collect()
+    }
+
+    /// The port of a replica of the primary on `port`.
+    pub fn replica_of(&self, port: u16) -> Option<u16> {
+        let lines = self.lines(None);
+        let id = lines.iter().find(|l| l.port == port)?.id.clone();
+        lines
+            .iter()
+            .find(|l| l.replica_of.as_deref() == Some(id.as_str()))
+            .map(|l| l.port)
     }
 
     /// The slot of `key` (`CLUSTER KEYSLOT`).
@@ -356,6 +368,10 @@ fn nodes_of(conn: &mut redis::Connection) -> Vec<NodeLine> {
                 .collect();
             Some(NodeLine {
                 id: (*fields.first()?).to_owned(),
+                replica_of: fields
+                    .get(3)
+                    .filter(|f| **f != "-")
+                    .map(|f| (*f).to_owned()),
                 port,
                 primary: flags.contains("master"),
                 failed: flags.contains("fail") && !flags.contains("fail?"),

@@ -66,6 +66,25 @@ fn still_there(cluster: &RedisCluster, keys: &[String]) -> usize {
         .count()
 }
 
+/// The values of `keys` on the node on `port` (a replica answers with
+/// `readonly`).
+fn values(
+    cluster: &RedisCluster,
+    port: u16,
+    keys: &[String],
+    readonly: bool,
+) -> Vec<Option<String>> {
+    let Ok(mut conn) = cluster.node(port).try_conn() else {
+        return Vec::new();
+    };
+    if readonly {
+        let () = redis::cmd("READONLY").query(&mut conn).expect("READONLY");
+    }
+    keys.iter()
+        .map(|k| redis::cmd("GET").arg(k).query(&mut conn).ok().flatten())
+        .collect()
+}
+
 /// The primary serving the origin's state (the hot key of the storm).
 fn victim(cluster: &RedisCluster, prefix: &str) -> u16 {
     let give_up = Instant::now() + Duration::from_secs(5);
@@ -81,15 +100,50 @@ fn victim(cluster: &RedisCluster, prefix: &str) -> u16 {
 }
 
 /// Applies `fault` to the primary serving the origin (blocking); returns
-/// what it held before and what of it was still there after, as a line,
+/// what it held before and what of it was still there after (fewer when
+/// tasks ended and released their leases meanwhile), as a line,
 /// and whether a replica took over.
 pub(super) fn apply(fault: Fault, cluster: &mut RedisCluster, prefix: &str) -> (String, bool) {
     let port = victim(cluster, prefix);
     let (leases, origins) = held_on(cluster, port, prefix);
     let mut took_over = false;
+    let mut replicated = String::new();
     match fault {
         Fault::KillPrimary => {
+            let replica = cluster.replica_of(port).expect("the victim's replica");
+            let (leases, origins) = held_on(cluster, port, prefix);
+            let before = values(cluster, port, &origins, false);
             cluster.node_mut(port).stop();
+            let same = before == values(cluster, replica, &origins, true);
+            // What replication had carried over when the primary died (read
+            // on the replica at once, before its promotion).
+            let on_replica = |keys: &[String]| -> usize {
+                let Ok(mut conn) = cluster.node(replica).try_conn() else {
+                    return 0;
+                };
+                let () = redis::cmd("READONLY").query(&mut conn).expect("READONLY");
+                keys.iter()
+                    .filter(|k| {
+                        redis::cmd("EXISTS")
+                            .arg(k.as_str())
+                            .query::<i64>(&mut conn)
+                            .is_ok_and(|n| n == 1)
+                    })
+                    .count()
+            };
+            replicated = format!(
+                "; at the kill the primary held {} leases and {} origin keys, its replica {} and {} \
+                 (the origin's state {})",
+                leases.len(),
+                origins.len(),
+                on_replica(&leases),
+                on_replica(&origins),
+                if same {
+                    "the same"
+                } else {
+                    "older: its last writes lost"
+                }
+            );
             cluster.wait_failover(port, Duration::from_secs(30));
             took_over = true;
         }
@@ -130,7 +184,7 @@ pub(super) fn apply(fault: Fault, cluster: &mut RedisCluster, prefix: &str) -> (
         }
     }
     let line = format!(
-        "victim held {} leases and {} origin keys, after: {} and {} still there{}",
+        "victim held {} leases and {} origin keys, after: {} and {} still there{}{replicated}",
         leases.len(),
         origins.len(),
         still_there(cluster, &leases),
