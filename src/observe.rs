@@ -158,7 +158,7 @@ pub struct GateReopened<'a> {
 
 /// A task's store ran one of its operations on this process's own state
 /// instead of the shared one: the shared store did not answer and it fails
-/// open (see [`FailMode::Open`](crate::store::FailMode::Open)), so what it
+/// open (the Redis store's `FailMode::Open`), so what it
 /// did (a key's lease, a gate or a paced slot, an answer recorded) is not
 /// shared with other processes. The store also logs a `warn` event.
 /// Reported when the store's count of such operations

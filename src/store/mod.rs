@@ -264,8 +264,8 @@ pub trait Store: Send + Sync + 'static {
 
     /// How many operations this store has run on this process's own state
     /// so far, instead of on its shared one (a store failing open while its
-    /// backend does not answer; see
-    /// [`FailMode::Open`](crate::store::FailMode::Open)). Never decreases;
+    /// backend does not answer, as the Redis store does with
+    /// `FailMode::Open`). Never decreases;
     /// 0 for a store that has no other state than its own (the default).
     ///
     /// The middleware reads it around a task's lease, admission and record
