@@ -222,7 +222,8 @@ async fn a_prefix_with_a_brace_is_refused_on_a_cluster() {
     .await;
 }
 
-/// No seed, or no seed that answers: typed errors, no address in them.
+/// No seed, no seed that answers, or a seed that is no cluster node: typed
+/// errors, no address or password in them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connecting_to_no_cluster_fails_without_naming_it() {
     bounded(Duration::from_secs(30), async {
@@ -240,6 +241,12 @@ async fn connecting_to_no_cluster_fails_without_naming_it() {
         for secret in ["secret-password", "127.0.0.1", &port.to_string()] {
             assert!(!message.contains(secret), "{secret:?} in {message:?}");
         }
+        // A single Redis is no cluster: refused, typed.
+        let single = RedisServer::start();
+        let e = RedisStore::connect_cluster([single.url()])
+            .await
+            .expect_err("a single Redis taken for a cluster");
+        assert!(!e.to_string().contains("127.0.0.1"), "{e}");
         // Lazily, the store is made, and fails open until the cluster is
         // there.
         let lazy = RedisStore::connect_cluster_lazy([url.as_str()])
