@@ -91,3 +91,55 @@ async fn the_observer_is_told_of_each_call_run_on_local_state() {
     })
     .await;
 }
+
+/// `MetricsObserver` counts the same events in
+/// `reqwest_backpressure.store.local`, by operation.
+#[cfg(feature = "metrics")]
+#[tokio::test(flavor = "current_thread")]
+async fn metrics_count_calls_run_on_local_state() {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+    use reqwest_backpressure::metrics::{MetricsObserver, STORE_LOCAL};
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    bounded(Duration::from_secs(30), async {
+        let mut redis = RedisServer::start();
+        let s = store(&redis, "rbp-local-metrics:").await;
+        let c = client_with(
+            RetryAfterMiddleware::try_with_store(policy(), s)
+                .expect("valid policy")
+                .with_observer(MetricsObserver::new()),
+        );
+        let (server, _) = scripted(|_, _| ResponseTemplate::new(200)).await;
+        redis.stop();
+        let r = post_keyed(&c, format!("{}/down", server.uri()), "k-down")
+            .send()
+            .await;
+        assert_eq!(code(&r), "ok 200 OK");
+    })
+    .await;
+    let counted: BTreeMap<String, u64> = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter(|(key, _, _, _)| key.key().name() == STORE_LOCAL)
+        .filter_map(|(key, _, _, value)| {
+            let operation = key
+                .key()
+                .labels()
+                .find(|l| l.key() == "operation")?
+                .value()
+                .to_owned();
+            match value {
+                DebugValue::Counter(n) => Some((operation, n)),
+                _ => None,
+            }
+        })
+        .collect();
+    for operation in ["lease", "admission"] {
+        assert!(
+            counted.get(operation).is_some_and(|&n| n > 0),
+            "{operation}: {counted:?}"
+        );
+    }
+}
