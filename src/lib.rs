@@ -73,7 +73,9 @@
 //! | `INFO` | `reqwest_backpressure::task` | `reqwest-backpressure: not retrying` | `origin`, `status`, `hint`, `source`, `retry_after`, `attempt`, `decision` (`"stop"`), `code` |
 //! | `WARN` | `reqwest_backpressure::task` | `reqwest-backpressure: could not record an answer in the store` | `origin` |
 //! | `WARN` | `reqwest_backpressure::redis_store` | `reqwest-backpressure: redis unavailable, using local state` | `operation`, `error` |
-//! | `ERROR` | `reqwest_backpressure::redis_store` | `reqwest-backpressure: Redis Cluster is not supported yet; every store operation fails` | (none) |
+//! | `WARN` | `reqwest_backpressure::redis_store` | `reqwest-backpressure: leases this process holds are held by other tasks in Redis (taken while it could not reach Redis)` | `lost` |
+//! | `ERROR` | `reqwest_backpressure::redis_store` | `reqwest-backpressure: the server is a Redis Cluster node; every store operation fails (connect with RedisStore::connect_cluster)` | (none) |
+//! | `ERROR` | `reqwest_backpressure::redis_store` | `reqwest-backpressure: a key prefix with a brace on a Redis Cluster; every store operation fails` | (none) |
 //! | `ERROR` | `reqwest_backpressure::middleware` | `reqwest-backpressure: invalid policy; every request will be refused` | `error` |
 //!
 //! The fields:

@@ -12,12 +12,14 @@
 //! | `reqwest_backpressure.gate.closures` | counter | origin | times an answer closed the origin's gate |
 //! | `reqwest_backpressure.wait.duration` | histogram, seconds | origin, `reason` | each wait as planned when it starts; `reason`: `retry_after`, `ratelimit`, `fallback`, `gate`, `pace` |
 //! | `reqwest_backpressure.tasks.waiting` | gauge | origin | tasks waiting now (after a pushback, at the gate, or for a paced slot) |
+//! | `reqwest_backpressure.store.local` | counter | origin, `operation` | a task's store call run on this process's own state instead of the shared one (a shared store failing open); `operation`: `lease`, `admission`, `record` |
 //!
 //! "origin" is three labels, OpenTelemetry's HTTP client attributes:
 //! `url.scheme`, `server.address` (the host, an IPv6 address without
 //! brackets) and `server.port`. No label carries a path, a query string, a
 //! header value or an idempotency key, so a label set is bounded by the
-//! origins called (times the stop codes, or the five wait reasons).
+//! origins called (times the stop codes, the five wait reasons, or the three
+//! store operations).
 //! OpenTelemetry has no metric for resends or waits, so these names use
 //! this crate's namespace; exporters that do not allow dots (Prometheus)
 //! replace them with `_`.
@@ -43,7 +45,7 @@
 use ::metrics::{Label, Unit, counter, describe_counter, describe_gauge, describe_histogram};
 use ::metrics::{gauge, histogram};
 
-use crate::observe::{GateClosed, Observer, Send, Stop, Wait, WaitEnd};
+use crate::observe::{GateClosed, LocalState, Observer, Send, Stop, Wait, WaitEnd};
 
 /// Counter: attempts sent after the first.
 pub const RESENDS: &str = "reqwest_backpressure.resends";
@@ -55,6 +57,9 @@ pub const GATE_CLOSURES: &str = "reqwest_backpressure.gate.closures";
 pub const WAIT_DURATION: &str = "reqwest_backpressure.wait.duration";
 /// Gauge: tasks waiting now.
 pub const TASKS_WAITING: &str = "reqwest_backpressure.tasks.waiting";
+/// Counter: store calls run on this process's own state (label
+/// `operation`).
+pub const STORE_LOCAL: &str = "reqwest_backpressure.store.local";
 
 /// An [`Observer`] that emits this crate's metrics (see the
 /// [module docs](self) for the table). Combine it with your own observer
@@ -97,6 +102,11 @@ pub fn describe() {
         TASKS_WAITING,
         Unit::Count,
         "Tasks waiting now (after a pushback, at the gate, or for a paced slot)."
+    );
+    describe_counter!(
+        STORE_LOCAL,
+        Unit::Count,
+        "Store calls run on this process's own state instead of the shared one, by operation."
     );
 }
 
@@ -143,6 +153,12 @@ impl Observer for MetricsObserver {
 
     fn on_gate_closed(&self, gate: &GateClosed<'_>) {
         counter!(GATE_CLOSURES, origin_labels(gate.origin)).increment(1);
+    }
+
+    fn on_local_state(&self, local: &LocalState<'_>) {
+        let mut labels = origin_labels(local.origin);
+        labels.push(Label::from_static_parts("operation", local.operation));
+        counter!(STORE_LOCAL, labels).increment(1);
     }
 }
 

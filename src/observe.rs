@@ -156,6 +156,25 @@ pub struct GateReopened<'a> {
     pub origin: &'a str,
 }
 
+/// A task's store ran one of its operations on this process's own state
+/// instead of the shared one: the shared store did not answer and it fails
+/// open (the Redis store's `FailMode::Open`), so what it
+/// did (a key's lease, a gate or a paced slot, an answer recorded) is not
+/// shared with other processes. The store also logs a `warn` event.
+/// Reported when the store's count of such operations
+/// ([`Store::local_fallbacks`](crate::Store::local_fallbacks)) rose during
+/// the task's call; with many tasks at once, a call may be told of another
+/// task's fallback beside its own (never of none when there was one).
+#[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
+pub struct LocalState<'a> {
+    /// The origin of the task.
+    pub origin: &'a str,
+    /// What the task asked the store for, a stable code: `lease`,
+    /// `admission` or `record`.
+    pub operation: &'static str,
+}
+
 /// Receives what the middleware does. Every method defaults to nothing.
 ///
 /// Methods are called from the task's own future, synchronously: keep them
@@ -191,6 +210,12 @@ pub trait Observer: std::marker::Send + Sync + 'static {
     fn on_gate_reopened(&self, gate: &GateReopened<'_>) {
         let _ = gate;
     }
+
+    /// A task's store used this process's own state instead of the shared
+    /// one.
+    fn on_local_state(&self, local: &LocalState<'_>) {
+        let _ = local;
+    }
 }
 
 /// Both observers, `.0` first, then `.1`.
@@ -224,6 +249,11 @@ impl<A: Observer, B: Observer> Observer for (A, B) {
         self.0.on_gate_reopened(gate);
         self.1.on_gate_reopened(gate);
     }
+
+    fn on_local_state(&self, local: &LocalState<'_>) {
+        self.0.on_local_state(local);
+        self.1.on_local_state(local);
+    }
 }
 
 /// A shared observer: keep one handle, give the middleware the other.
@@ -250,6 +280,10 @@ impl<O: Observer + ?Sized> Observer for std::sync::Arc<O> {
 
     fn on_gate_reopened(&self, gate: &GateReopened<'_>) {
         (**self).on_gate_reopened(gate);
+    }
+
+    fn on_local_state(&self, local: &LocalState<'_>) {
+        (**self).on_local_state(local);
     }
 }
 

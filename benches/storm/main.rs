@@ -113,6 +113,7 @@
 //! STORM_STEADY_WORKERS=40 STORM_STEADY_CAP=50 STORM_STEADY_SECS=8   # steady load
 //! STORM_VERBOSE=1                # per-window breakdown of our rows (STORM_VERBOSE=all: every row)
 //! STORM_TIMEOUT=30               # seconds per row before partial figures are reported
+//! STORM_REDIS=cluster            # the Redis row over a local Redis Cluster (3 primaries, 3 replicas)
 //! ```
 //!
 //! Large runs (`STORM_N=5000 STORM_CAP=500`) keep every task in flight at
@@ -158,6 +159,13 @@ mod server;
 #[path = "../../tests/support/redis_server.rs"]
 mod redis_server;
 
+/// The local Redis Cluster the Redis row runs against with
+/// `STORM_REDIS=cluster` (shared with the cluster tests).
+#[cfg(feature = "redis")]
+#[allow(dead_code)]
+#[path = "../../tests/support/redis_cluster.rs"]
+mod redis_cluster;
+
 #[cfg(feature = "redis")]
 mod redis_row;
 
@@ -177,7 +185,26 @@ pub(crate) type Skipped = Vec<(Shape, ClientKind, String)>;
 /// The Redis row's server: `None` if the row is not asked for, `Err(why)` if
 /// it could not start.
 #[cfg(feature = "redis")]
-type Redis = Option<Result<redis_server::RedisServer, String>>;
+type Redis = Option<Result<RedisBackend, String>>;
+
+/// What the Redis row's workers share: one `redis-server`, or a local
+/// Redis Cluster (`STORM_REDIS=cluster`).
+#[cfg(feature = "redis")]
+enum RedisBackend {
+    Single(redis_server::RedisServer),
+    Cluster(redis_cluster::RedisCluster),
+}
+
+#[cfg(feature = "redis")]
+impl RedisBackend {
+    /// What a worker connects to: a URL, or `cluster:` and the seeds.
+    fn url(&self) -> String {
+        match self {
+            RedisBackend::Single(r) => r.url(),
+            RedisBackend::Cluster(c) => format!("cluster:{}", c.seeds().join(",")),
+        }
+    }
+}
 #[cfg(not(feature = "redis"))]
 type Redis = Option<Result<std::convert::Infallible, String>>;
 
@@ -261,13 +288,22 @@ fn raise_open_file_limit(cfg: &Config) {
 /// Starts the Redis row's `redis-server` if that row is asked for.
 #[cfg(feature = "redis")]
 fn start_redis(cfg: &Config) -> Redis {
+    let cluster = std::env::var("STORM_REDIS").is_ok_and(|v| v.trim() == "cluster");
     let redis = cfg
         .clients
         .contains(&ClientKind::BackpressureRedis)
         .then(|| {
-            redis_server::RedisServer::try_start().map_err(|e| match e {
+            let started = if cluster {
+                println!(
+                    "storm: the Redis row runs over a local Redis Cluster (3 primaries, 3 replicas)"
+                );
+                redis_cluster::RedisCluster::try_start(3, 1).map(RedisBackend::Cluster)
+            } else {
+                redis_server::RedisServer::try_start().map(RedisBackend::Single)
+            };
+            started.map_err(|e| match e {
                 redis_server::StartError::NotFound => "redis-server not found on PATH; install it \
-                     (e.g. apt-get install redis-server) to run this row"
+                     (e.g. apt-get install redis-server redis-tools) to run this row"
                     .to_owned(),
                 redis_server::StartError::Failed(why) => why,
             })

@@ -3,6 +3,7 @@
 //! answer, the [`FailMode`](super::FailMode): this process's own state, or
 //! the error.
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -81,6 +82,10 @@ impl Store for RedisStore {
     async fn deposit(&self, budget: &RetryBudget) -> Result<(), StoreError> {
         self.redis().refuse_cluster()?;
         self.updates.deposit(budget).await
+    }
+
+    fn local_fallbacks(&self) -> u64 {
+        self.redis().shared.fallbacks.load(Ordering::Relaxed)
     }
 }
 

@@ -1,17 +1,30 @@
-//! [`Redis`]: one Redis and a key prefix, as this process reaches them, and
-//! the names of the keys it keeps there.
+//! [`Redis`]: one Redis or a Redis Cluster and a key prefix, as this
+//! process reaches them, and the names of the keys it keeps there.
+//!
+//! The key layout (the same on one Redis and on a cluster):
+//!
+//! - `{prefix}lease:{ab}:{sha1}`: a task key's lease, where `sha1` is the
+//!   hex SHA-1 of the task key and `{ab}` its first two hex digits, a hash
+//!   tag: a cluster keeps all leases of one of 256 buckets in one slot;
+//! - `{prefix}freed:{ab}:{sha1}:{token}`: the two-second mark of a released
+//!   lease, in its lease's slot (the release writes both: one script on one
+//!   Redis; on a cluster the mark, then a compare-and-delete of the lease,
+//!   so that neither meets `TRYAGAIN` while the slot migrates);
+//! - `{prefix}origin:{sha1}`: an origin's gate, quota and pace (one key, one
+//!   slot each);
+//! - `{prefix}budget`: the retry budget (one key).
 
 use std::collections::HashMap;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use redis::Script;
-use redis::aio::ConnectionManager;
 use tokio::time::Instant;
 
 use super::FailMode;
-use super::scripts::{ACQUIRE, CAS, READ, REASSERT, RELEASE};
+use super::connection::Connection;
+use super::scripts::{ACQUIRE, CAS, READ, REASSERT, RELEASE, RELEASE_ONE};
 use crate::store::{MemoryStore, StoreError};
 use crate::util::lock;
 
@@ -20,8 +33,12 @@ use crate::util::lock;
 /// [`RedisStore`](super::RedisStore) coalesces the writes of).
 #[derive(Clone)]
 pub(super) struct Redis {
-    pub(super) conn: ConnectionManager,
+    pub(super) conn: Connection,
     pub(super) prefix: Arc<str>,
+    /// The prefix carries `{` or `}` on a cluster: it would move the keys'
+    /// hash tags, and a lease and its release mark could land in two
+    /// slots. Every operation is refused.
+    pub(super) prefix_refused: bool,
     pub(super) fail_mode: FailMode,
     pub(super) op_timeout: Duration,
     pub(super) restart_grace: Duration,
@@ -45,20 +62,33 @@ pub(super) struct Shared {
     pub(super) held: Mutex<HashMap<String, (u64, Instant)>>,
     /// Whether the task re-asserting `held` runs.
     pub(super) heartbeat: AtomicBool,
-    /// Whether the server is a Redis Cluster node, once asked (by
-    /// `connect`, or after the first answer of a lazy connection).
+    /// Operations run on `local` instead of Redis, failing open.
+    pub(super) fallbacks: AtomicU64,
+    /// Whether a single-node connection reached a Redis Cluster node, once
+    /// asked (by `connect`, or after the first answer of a lazy
+    /// connection); `false` from the start on a cluster connection.
     pub(super) cluster: tokio::sync::OnceCell<bool>,
     pub(super) read: Script,
     pub(super) cas: Script,
     pub(super) acquire: Script,
     pub(super) release: Script,
+    pub(super) release_one: Script,
     pub(super) reassert: Script,
 }
 
-/// What every operation fails with on a Redis Cluster node.
+/// What every operation fails with on a Redis Cluster node reached through
+/// a single-node connection.
 pub(super) fn cluster_refused() -> StoreError {
     StoreError::refused(
-        "redis: Redis Cluster is not supported yet; connect to a single Redis (the server says cluster_enabled:1)",
+        "redis: the server is a Redis Cluster node (cluster_enabled:1); connect with RedisStore::connect_cluster",
+    )
+}
+
+/// What every operation fails with on a cluster whose key prefix carries a
+/// brace.
+pub(super) fn prefix_refused() -> StoreError {
+    StoreError::refused(
+        "redis: on a Redis Cluster the key prefix may not contain `{` or `}` (the store places its own hash tags)",
     )
 }
 
@@ -73,10 +103,15 @@ pub(super) fn millis(d: Duration) -> u64 {
 
 impl Redis {
     /// Redis over `conn`, with the default settings.
-    pub(super) fn new(conn: ConnectionManager, restart_grace: Duration) -> Self {
+    pub(super) fn new(conn: Connection, restart_grace: Duration) -> Self {
+        let cluster = tokio::sync::OnceCell::new();
+        if conn.is_cluster() {
+            let _ = cluster.set(false);
+        }
         Redis {
             conn,
             prefix: Arc::from("reqwest-backpressure:"),
+            prefix_refused: false,
             fail_mode: FailMode::Open,
             op_timeout: Duration::from_millis(500),
             restart_grace,
@@ -86,24 +121,31 @@ impl Redis {
                 releasing: Mutex::default(),
                 held: Mutex::default(),
                 heartbeat: AtomicBool::new(false),
-                cluster: tokio::sync::OnceCell::new(),
+                fallbacks: AtomicU64::new(0),
+                cluster,
                 read: Script::new(READ),
                 cas: Script::new(CAS),
                 acquire: Script::new(ACQUIRE),
                 release: Script::new(RELEASE),
+                release_one: Script::new(RELEASE_ONE),
                 reassert: Script::new(REASSERT),
             }),
         }
     }
 
+    /// Sets the prefix (refused on a cluster if it carries a brace).
+    pub(super) fn set_prefix(&mut self, prefix: String) {
+        self.prefix_refused = self.conn.is_cluster() && prefix.contains(['{', '}']);
+        self.prefix = Arc::from(prefix);
+    }
+
     pub(super) fn lease_key(&self, key: &str) -> String {
         // Hashed: an idempotency key may be guessable or sensitive, and the
-        // task key starts with the origin.
-        format!(
-            "{}lease:{}",
-            self.prefix,
-            sha1_smol::Sha1::from(key).digest()
-        )
+        // task key starts with the origin. The first two hex digits are the
+        // hash tag: one of 256 buckets, each one slot of a cluster.
+        let hash = sha1_smol::Sha1::from(key).digest().to_string();
+        let bucket = hash.get(..2).unwrap_or_default();
+        format!("{}lease:{{{bucket}}}:{hash}", self.prefix)
     }
 
     pub(super) fn origin_key(&self, origin: &str) -> String {

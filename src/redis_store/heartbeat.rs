@@ -3,6 +3,7 @@
 //! grace ends, and leases taken locally while failing open become shared
 //! once Redis answers again.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -65,8 +66,51 @@ impl Redis {
                 }
                 continue;
             }
-            self.reassert(&leases).await;
+            let lost = if self.conn.is_cluster() {
+                self.reassert_per_slot(leases).await
+            } else {
+                self.reassert(&leases).await
+            };
+            #[cfg(feature = "tracing")]
+            if lost > 0 {
+                tracing::warn!(
+                    target: "reqwest_backpressure::redis_store",
+                    lost,
+                    "reqwest-backpressure: leases this process holds are held by other tasks in Redis (taken while it could not reach Redis)"
+                );
+            }
+            #[cfg(not(feature = "tracing"))]
+            let _ = lost;
         }
+    }
+
+    /// On a cluster, a script touches the keys of one slot: the leases are
+    /// re-asserted per hash tag (one of 256 buckets), every bucket at once,
+    /// each on the clock of the node that serves it. The leases lost to
+    /// other tasks, summed.
+    async fn reassert_per_slot(&self, leases: Vec<String>) -> u64 {
+        let mut buckets: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for key in leases {
+            buckets
+                .entry(hash_tag(&key).to_owned())
+                .or_default()
+                .push(key);
+        }
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return 0;
+        };
+        let tasks: Vec<_> = buckets
+            .into_values()
+            .map(|keys| {
+                let store = self.clone();
+                handle.spawn(async move { store.reassert(&keys).await })
+            })
+            .collect();
+        let mut lost = 0;
+        for task in tasks {
+            lost += task.await.unwrap_or(0);
+        }
+        lost
     }
 
     /// The keys of the held leases not expired yet (expired ones are
@@ -89,16 +133,27 @@ impl Redis {
     /// so each chunk carries a time on Redis's clock after which it sets
     /// nothing: [`REASSERT_WITHIN`] after a time Redis read before the
     /// chunk was listed, hence before any such release ran.
-    async fn reassert(&self, keys: &[String]) {
+    ///
+    /// The time is read by a script on the first key (on a cluster, the
+    /// node serving the keys' slot: its clock is the one the marks live
+    /// by). Returns the number of leases found held by other tasks.
+    async fn reassert(&self, keys: &[String]) -> u64 {
+        let mut lost_total = 0;
+        let Some(first) = keys.first() else {
+            return lost_total;
+        };
         let mut conn = self.conn.clone();
-        let time = redis::cmd("TIME");
-        let Ok((secs, micros)) = self
-            .round_trip(time.query_async::<(u64, u64)>(&mut conn))
+        let mut time = self.shared.read.prepare_invoke();
+        time.key(first);
+        let Ok(reply) = self
+            .round_trip(time.invoke_async::<Vec<Value>>(&mut conn))
             .await
         else {
-            return;
+            return lost_total;
         };
-        let mut redis_now = Duration::from_secs(secs) + Duration::from_micros(micros);
+        let Ok((mut redis_now, _)) = parse_time_and_value(&reply, 0) else {
+            return lost_total;
+        };
         for chunk in keys.chunks(CHUNK) {
             let mut invoke = self.shared.reassert.prepare_invoke();
             invoke.arg(millis(redis_now + REASSERT_WITHIN));
@@ -123,33 +178,43 @@ impl Redis {
             }
             let reply: Result<Vec<Value>, _> =
                 self.round_trip(invoke.invoke_async(&mut conn)).await;
-            let Ok(reply) = reply else { return };
+            let Ok(reply) = reply else {
+                return lost_total;
+            };
             let Ok((now, _)) = parse_time_and_value(&reply, 1) else {
-                return;
+                return lost_total;
             };
             redis_now = now;
             let lost = match reply.first() {
                 Some(Value::Int(lost)) => *lost,
-                _ => return,
+                _ => return lost_total,
             };
-            if lost < 0 {
-                // Too late to be safe: the next beat tries again.
-                return;
-            }
-            #[cfg(feature = "tracing")]
-            if lost > 0 {
-                tracing::warn!(
-                    target: "reqwest_backpressure::redis_store",
-                    lost,
-                    "reqwest-backpressure: leases this process holds are held by other tasks in Redis (taken while it could not reach Redis)"
-                );
-            }
+            // Below zero: too late to be safe; the next beat tries again.
+            let Ok(lost) = u64::try_from(lost) else {
+                return lost_total;
+            };
+            lost_total += lost;
         }
+        lost_total
     }
 }
 
+/// The hash tag of `key` as Redis Cluster reads it: what lies between its
+/// first `{` and the next `}`, or the whole key when there is none (or it
+/// is empty). Keys of one tag are in one slot.
+pub(super) fn hash_tag(key: &str) -> &str {
+    if let Some(open) = key.find('{')
+        && let Some(len) = key[open + 1..].find('}')
+        && len > 0
+    {
+        return &key[open + 1..open + 1 + len];
+    }
+    key
+}
+
 /// The key marking `lease_key`'s lease of `token` released:
-/// `{prefix}freed:{hash}:{token}` for `{prefix}lease:{hash}`.
+/// `{prefix}freed:{ab}:{hash}:{token}` for `{prefix}lease:{ab}:{hash}`, in
+/// the same slot (the same hash tag).
 pub(super) fn freed_key(lease_key: &str, token: u64) -> String {
     let (prefix, hash) = lease_key.rsplit_once("lease:").unwrap_or((lease_key, ""));
     format!("{prefix}freed:{hash}:{token}")

@@ -152,15 +152,36 @@ impl Redis {
             let mut conn = self.conn.clone();
             let shared = Arc::clone(&self.shared);
             let timeout = self.op_timeout;
+            let cluster = self.conn.is_cluster();
             handle.spawn(async move {
-                let mut release = shared.release.prepare_invoke();
-                release
-                    .key(&redis_key)
-                    .key(freed_key(&redis_key, token.0))
-                    .arg(token.0)
-                    .arg(millis(FREED_FOR));
-                let done =
-                    tokio::time::timeout(timeout, release.invoke_async::<i64>(&mut conn)).await;
+                let mark = freed_key(&redis_key, token.0);
+                let release = async {
+                    if cluster {
+                        // Two single-key steps, the mark first: a script
+                        // on both keys meets `TRYAGAIN` while their slot
+                        // migrates and only one of them has moved (the
+                        // mark is new); each step alone is redirected.
+                        redis::cmd("SET")
+                            .arg(&mark)
+                            .arg("1")
+                            .arg("PX")
+                            .arg(millis(FREED_FOR))
+                            .query_async::<()>(&mut conn)
+                            .await?;
+                        let mut delete = shared.release_one.prepare_invoke();
+                        delete.key(&redis_key).arg(token.0);
+                        delete.invoke_async::<i64>(&mut conn).await
+                    } else {
+                        let mut release = shared.release.prepare_invoke();
+                        release
+                            .key(&redis_key)
+                            .key(&mark)
+                            .arg(token.0)
+                            .arg(millis(FREED_FOR));
+                        release.invoke_async::<i64>(&mut conn).await
+                    }
+                };
+                let done = tokio::time::timeout(timeout, release).await;
                 if matches!(done, Ok(Ok(_))) {
                     let mut releasing = lock(&shared.releasing);
                     if releasing

@@ -36,8 +36,10 @@
 //! anything is sent.
 //!
 //! What it does not promise (a step of Redis's clock, a failover to a
-//! replica, Redis Cluster) is in [`RedisStore`]'s docs.
+//! replica), and how it runs on a Redis Cluster, is in [`RedisStore`]'s
+//! docs.
 
+mod connection;
 mod fallback;
 mod handle;
 mod heartbeat;
@@ -46,12 +48,13 @@ mod primitive;
 mod scripts;
 mod update;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManager;
+use redis::cluster_async::ClusterConnection;
 
 use crate::store::{Coalesced, MemoryStore, StoreError};
+use connection::Connection;
 use handle::{Redis, cluster_refused, millis, unavailable};
 use update::UPDATE_ROUND_TRIPS;
 
@@ -76,8 +79,10 @@ const CAS_ROUNDS: u32 = 256;
 /// A [`Store`](crate::Store) in Redis, shared by every process that uses the same Redis
 /// and key prefix.
 ///
-/// One Redis (a primary, with or without replicas), not Redis Cluster; see
-/// [below](#what-it-does-not-promise) for what that store cannot promise.
+/// One Redis (a primary, with or without replicas), or a Redis Cluster
+/// ([`connect_cluster`](RedisStore::connect_cluster), see
+/// [below](#redis-cluster)); see [below](#what-it-does-not-promise) for
+/// what the store cannot promise.
 ///
 /// ```no_run
 /// use reqwest_backpressure::{Policy, RetryAfterMiddleware};
@@ -123,12 +128,52 @@ const CAS_ROUNDS: u32 = 256;
 ///   with `min-replicas-max-lag` on the primary narrows the loss to about
 ///   that lag (a primary without enough replicas refuses writes, and the
 ///   fail mode applies); this store does not close it.
-/// - **Redis Cluster is not supported yet.** [`connect`](RedisStore::connect) to a
-///   cluster node (`cluster_enabled:1`) fails; a store made by
-///   [`connect_lazy`](RedisStore::connect_lazy) or
+/// - **A single-node connection refuses a Redis Cluster node.**
+///   [`connect`](RedisStore::connect) to a cluster node (`cluster_enabled:1`)
+///   fails, telling you to use [`connect_cluster`](RedisStore::connect_cluster);
+///   a store made by [`connect_lazy`](RedisStore::connect_lazy) or
 ///   [`with_connection`](RedisStore::with_connection) finds out on the
 ///   server's first answer, and from then on fails every operation with
-///   that error, in both fail modes, with an `error` event.
+///   that error, in both fail modes, with an `error` event (a single-node
+///   connection does not follow `MOVED`: it would share nothing).
+///
+/// # Redis Cluster
+///
+/// [`connect_cluster`](RedisStore::connect_cluster) reaches a cluster
+/// through redis-rs's cluster connection: each script runs on the primary
+/// of its keys' slot, `MOVED` and `ASK` are followed (within the round
+/// trip's [`op_timeout`](RedisStore::op_timeout)) and the slot map is
+/// refreshed when the topology changes. Every script touches the keys of
+/// one slot:
+///
+/// - `{prefix}lease:{ab}:{sha1}`: a lease, `sha1` the hex SHA-1 of the task
+///   key and `{ab}`, its first two digits, a hash tag: leases fall in 256
+///   buckets, each one slot, spread over the primaries;
+/// - `{prefix}freed:{ab}:{sha1}:{token}`: a released lease's two-second
+///   mark, in its lease's slot, set just before the lease is deleted; the
+///   heartbeat re-asserts the held leases one bucket per script, every
+///   bucket at once, each on the clock of the node serving it;
+/// - `{prefix}origin:{sha1}`: an origin's state, one key (its slot spreads
+///   origins over the primaries);
+/// - `{prefix}budget`: the retry budget, one key on one primary (every
+///   process updates it: it is the one shared hot key).
+///
+/// What a single Redis does not promise holds per primary: each shared
+/// time is read on the clock of the primary serving its key (keep the
+/// nodes' clocks in step), and a failover (a replica promoted when its
+/// primary dies or stops answering) may lose that primary's last writes,
+/// as above, for the keys of its slots only. While a slot has no primary
+/// (from a primary's death until its replica is promoted: about
+/// `cluster-node-timeout` and an election), the operations on its keys
+/// fail and the [`FailMode`] applies to them, with the same `warn` event;
+/// the other slots go on. A slot being migrated is followed through `ASK`
+/// and `MOVED`; its keys move with their TTLs. The cluster connection
+/// sends a command again when its connection dropped: a compare-and-set
+/// whose answer was lost with its node may be applied twice (on the
+/// replica that had it and took over).
+///
+/// One Redis is simpler, and enough while it keeps up; a cluster spreads
+/// the leases and origins over primaries, but not the budget.
 #[derive(Clone)]
 pub struct RedisStore {
     /// Redis itself (leases, and each update one compare-and-set), behind
@@ -144,6 +189,7 @@ impl std::fmt::Debug for RedisStore {
         // The connection's address may carry credentials: never printed.
         let redis = self.redis();
         f.debug_struct("RedisStore")
+            .field("cluster", &redis.conn.is_cluster())
             .field("prefix", &redis.prefix)
             .field("fail_mode", &redis.fail_mode)
             .field("op_timeout", &redis.op_timeout)
@@ -158,11 +204,11 @@ impl RedisStore {
     /// 500 ms by default ([`op_timeout`](Self::op_timeout)).
     ///
     /// Fails when Redis cannot be reached now, or when it is a Redis
-    /// Cluster node (not supported yet); see
+    /// Cluster node (use [`connect_cluster`](Self::connect_cluster)); see
     /// [`connect_lazy`](Self::connect_lazy) for workers that must start
     /// while Redis is away.
     pub async fn connect(url: &str) -> Result<Self, StoreError> {
-        let (client, config) = Self::client(url)?;
+        let (client, config) = connection::single(url)?;
         let conn = ConnectionManager::new_with_config(client, config)
             .await
             .map_err(|e| unavailable(&e))?;
@@ -181,27 +227,62 @@ impl RedisStore {
     /// Redis Cluster node is found out on its first answer, and every
     /// operation fails from then on, whatever the fail mode.
     pub async fn connect_lazy(url: &str) -> Result<Self, StoreError> {
-        let (client, config) = Self::client(url)?;
+        let (client, config) = connection::single(url)?;
         let conn =
             ConnectionManager::new_lazy_with_config(client, config).map_err(|e| unavailable(&e))?;
         Ok(Self::with_connection(conn))
     }
 
-    fn client(url: &str) -> Result<(redis::Client, ConnectionManagerConfig), StoreError> {
-        let client = redis::Client::open(url).map_err(|e| unavailable(&e))?;
-        let timeout = Duration::from_millis(500);
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(timeout))
-            .set_response_timeout(Some(timeout))
-            .set_number_of_retries(1)
-            .set_max_delay(Duration::from_millis(200));
-        Ok((client, config))
+    /// Connects to the Redis Cluster that the `seeds` belong to
+    /// (`redis://host:port` of any of its nodes; the others, and which node
+    /// serves which slot, are learned from them and followed on `MOVED` and
+    /// `ASK`). The settings are those of a single Redis
+    /// ([`prefix`](Self::prefix), [`fail_mode`](Self::fail_mode),
+    /// [`op_timeout`](Self::op_timeout),
+    /// [`restart_grace`](Self::restart_grace)); on a cluster the prefix may
+    /// not contain `{` or `}`. See [Redis Cluster](#redis-cluster) for the
+    /// key layout and what a failover can lose.
+    ///
+    /// Fails when no seed can be reached now, or they are not cluster
+    /// nodes; see [`connect_cluster_lazy`](Self::connect_cluster_lazy) for
+    /// workers that must start while the cluster is away.
+    pub async fn connect_cluster<S: AsRef<str>>(
+        seeds: impl IntoIterator<Item = S>,
+    ) -> Result<Self, StoreError> {
+        let (client, config) = connection::cluster(seeds)?;
+        let conn = client
+            .get_async_connection_with_config(config)
+            .await
+            .map_err(|e| unavailable(&e))?;
+        Ok(Self::with_cluster_connection(conn))
     }
 
-    /// A store over an existing connection manager. A Redis Cluster node
-    /// is found out as with [`connect_lazy`](Self::connect_lazy).
+    /// Like [`connect_cluster`](Self::connect_cluster), but does not wait
+    /// for the cluster: its nodes are reached on first use, and until then
+    /// the [`FailMode`] applies. Fails only on invalid `seeds`.
+    pub async fn connect_cluster_lazy<S: AsRef<str>>(
+        seeds: impl IntoIterator<Item = S>,
+    ) -> Result<Self, StoreError> {
+        let (client, config) = connection::cluster(seeds)?;
+        Ok(Self::with_cluster_connection(
+            client.get_pending_async_connection_with_config(config),
+        ))
+    }
+
+    /// A store over an existing connection manager to one Redis. A Redis
+    /// Cluster node is found out as with [`connect_lazy`](Self::connect_lazy).
     #[must_use]
     pub fn with_connection(conn: ConnectionManager) -> Self {
+        Self::over(Connection::Single(conn))
+    }
+
+    /// A store over an existing Redis Cluster connection.
+    #[must_use]
+    pub fn with_cluster_connection(conn: ClusterConnection) -> Self {
+        Self::over(Connection::Cluster(conn))
+    }
+
+    fn over(conn: Connection) -> Self {
         let redis = Redis::new(conn, RESTART_GRACE);
         let bound = Self::wait_bound(redis.op_timeout);
         RedisStore {
@@ -223,9 +304,23 @@ impl RedisStore {
     /// The prefix of every key this store writes (default
     /// `reqwest-backpressure:`). Processes that should share state use the
     /// same prefix.
+    ///
+    /// On a Redis Cluster the prefix may not contain `{` or `}`: the store
+    /// places its own hash tags, and a brace before them would move them
+    /// (a lease and its release mark could land in two slots). A store
+    /// given one refuses every operation, whatever its fail mode, with an
+    /// `error` event.
     #[must_use]
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.updates.inner_mut().prefix = Arc::from(prefix.into());
+        let redis = self.updates.inner_mut();
+        redis.set_prefix(prefix.into());
+        #[cfg(feature = "tracing")]
+        if redis.prefix_refused {
+            tracing::error!(
+                target: "reqwest_backpressure::redis_store",
+                "reqwest-backpressure: a key prefix with a brace on a Redis Cluster; every store operation fails"
+            );
+        }
         self
     }
 

@@ -64,7 +64,9 @@ return 0
 /// token, says it was released meanwhile. Nothing is set once Redis's clock
 /// is past ARGV[1] (ms): a re-assertion that waited longer than a mark
 /// lives could no longer see it. `{lost, now_s, now_us}` with the number of
-/// keys found held by another token, or `{-1, now_s, now_us}` when too late.
+/// keys found held by another token (not counting a lease whose release's
+/// mark is there: released after the chunk was listed, and taken since),
+/// or `{-1, now_s, now_us}` when too late.
 pub(super) const REASSERT: &str = r"
 local t = redis.call('TIME')
 if tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) > tonumber(ARGV[1]) then
@@ -78,7 +80,7 @@ for i = 1, #KEYS, 2 do
     if redis.call('EXISTS', KEYS[i + 1]) == 0 then
       redis.call('SET', KEYS[i], token, 'PX', ARGV[i + 2])
     end
-  elseif cur ~= token then
+  elseif cur ~= token and redis.call('EXISTS', KEYS[i + 1]) == 0 then
     lost = lost + 1
   end
 end
@@ -91,6 +93,15 @@ return {lost, t[1], t[2]}
 /// it sent before the release cannot set it again.
 pub(super) const RELEASE: &str = r"
 redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+";
+
+/// Deletes the lease KEYS[1] if it holds token ARGV[1] (on a cluster, after
+/// the release's mark was set by a command of its own).
+pub(super) const RELEASE_ONE: &str = r"
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
 end

@@ -4,11 +4,13 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use redis::Value;
 use tokio::time::Instant;
 
+use super::handle::prefix_refused;
 use super::scripts::parse_time_and_value;
 use super::{CAS_ROUNDS, FailMode, Redis, cluster_refused, millis, unavailable};
 
@@ -43,8 +45,12 @@ impl Redis {
     }
 
     /// The refusal of every operation once the server is known to be a
-    /// Redis Cluster node, whatever the fail mode.
+    /// Redis Cluster node reached through a single-node connection, or on a
+    /// cluster with a prefix carrying a brace, whatever the fail mode.
     pub(super) fn refuse_cluster(&self) -> Result<(), StoreError> {
+        if self.prefix_refused {
+            return Err(prefix_refused());
+        }
         match self.shared.cluster.get() {
             Some(true) => Err(cluster_refused()),
             _ => Ok(()),
@@ -64,7 +70,7 @@ impl Redis {
                 if cluster {
                     tracing::error!(
                         target: "reqwest_backpressure::redis_store",
-                        "reqwest-backpressure: Redis Cluster is not supported yet; every store operation fails"
+                        "reqwest-backpressure: the server is a Redis Cluster node; every store operation fails (connect with RedisStore::connect_cluster)"
                     );
                 }
                 Ok::<_, StoreError>(cluster)
@@ -110,6 +116,7 @@ impl Redis {
         match self.fail_mode {
             FailMode::Closed => Err(err),
             FailMode::Open => {
+                self.shared.fallbacks.fetch_add(1, Ordering::Relaxed);
                 #[cfg(feature = "tracing")]
                 tracing::warn!(target: "reqwest_backpressure::redis_store", operation = what, error = %err, "reqwest-backpressure: redis unavailable, using local state");
                 #[cfg(not(feature = "tracing"))]

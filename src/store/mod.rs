@@ -302,6 +302,21 @@ pub trait Store: Send + Sync + 'static {
         })
     }
 
+    /// How many operations this store has run on this process's own state
+    /// so far, instead of on its shared one (a store failing open while its
+    /// backend does not answer, as the Redis store does with
+    /// `FailMode::Open`). Never decreases;
+    /// 0 for a store that has no other state than its own (the default).
+    ///
+    /// The middleware reads it around a task's lease, admission and record
+    /// of an answer, and tells its observer
+    /// ([`Observer::on_local_state`](crate::observe::Observer::on_local_state))
+    /// when it rose: nothing runs on local state unsaid. A store that falls
+    /// back should count here, and log as well.
+    fn local_fallbacks(&self) -> u64 {
+        0
+    }
+
     /// A first send deposits its share into the retry budget: what
     /// [`update_budget`](Self::update_budget) with
     /// [`BudgetState::deposit`] does by default. A store may count deposits

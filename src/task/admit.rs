@@ -25,12 +25,16 @@ impl<'a, S: Store> Task<'a, S> {
             .state
             .deadline()
             .saturating_duration_since(Instant::now());
+        let before = self.fallbacks_now();
         match self.bounded_raw(self.store.acquire(&lease_key, ttl)).await {
-            Some(Ok(Some(token))) => Ok(LeaseGuard {
-                store: self.store,
-                key: Some(lease_key),
-                token,
-            }),
+            Some(Ok(Some(token))) => {
+                self.local_state(&self.origin, "lease", before, false);
+                Ok(LeaseGuard {
+                    store: self.store,
+                    key: Some(lease_key),
+                    token,
+                })
+            }
             Some(Ok(None)) => Err(Error::AlreadyActive),
             Some(Err(e)) => Err(Error::Store(e)),
             None => Err(Error::DeadlineExhausted),
@@ -72,6 +76,9 @@ impl<'a, S: Store> Task<'a, S> {
             let (admission, on_fallback) = admission
                 .ok_or(Halt::Stop(StopReason::DeadlineExhausted))?
                 .map_err(Halt::Store)?;
+            if on_fallback {
+                self.local_state(&self.origin, "admission", 0, true);
+            }
             let admitted = || if at_once { asked } else { Instant::now() };
             // A task that was pushed back goes to the back: it waits at the
             // gate a little longer than the tasks there, so the next probe

@@ -151,7 +151,9 @@ impl<S: Store> Task<'_, S> {
         let Some(record) = admission::record(&**self.store, origin, pacing, outcome) else {
             return;
         };
+        let before = self.fallbacks_now();
         let result = self.bounded_raw(record).await;
+        self.local_state(origin, "record", before, false);
         if let Some(Ok(Some(closed))) = &result {
             self.gate_closed(origin, *closed);
         }

@@ -26,6 +26,31 @@ impl<S: Store> Task<'_, S> {
         }
     }
 
+    /// The store's count of operations run on local state, to compare after
+    /// a call (0 without an observer: nothing to tell).
+    pub(super) fn fallbacks_now(&self) -> u64 {
+        match self.observer {
+            Some(_) => self.store.local_fallbacks(),
+            None => 0,
+        }
+    }
+
+    /// Tells the observer that the store ran `operation` on this process's
+    /// own state, if its count rose past `before` (or `ran_locally`).
+    pub(super) fn local_state(
+        &self,
+        origin: &str,
+        operation: &'static str,
+        before: u64,
+        ran_locally: bool,
+    ) {
+        if let Some(o) = self.observer
+            && (ran_locally || self.store.local_fallbacks() > before)
+        {
+            o.on_local_state(&observe::LocalState { origin, operation });
+        }
+    }
+
     /// Tells the observer that `origin`'s gate closed for `d`.
     pub(super) fn gate_closed(&self, origin: &str, d: std::time::Duration) {
         if let Some(o) = self.observer {

@@ -1,6 +1,7 @@
 //! The store conformance suite against the crate's own stores: the
 //! in-memory one, the same behind write coalescing, and Redis (a real
-//! `redis-server`, a fresh key prefix for every check).
+//! `redis-server`, and a real local Redis Cluster; a fresh key prefix for
+//! every check).
 
 use reqwest_backpressure::conformance;
 use reqwest_backpressure::store::{Coalesced, MemoryStore};
@@ -30,6 +31,29 @@ async fn the_redis_store_conforms() {
             RedisStore::connect(&url)
                 .await
                 .expect("connect RedisStore")
+                .prefix(prefix)
+        }
+    })
+    .await;
+}
+
+#[cfg(feature = "redis")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_redis_cluster_store_conforms() {
+    use reqwest_backpressure::store::RedisStore;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let cluster = crate::redis::redis_cluster::RedisCluster::start();
+    let seeds = cluster.seeds();
+    let runs = AtomicU32::new(0);
+    conformance::run_all(|| {
+        let run = runs.fetch_add(1, Ordering::Relaxed);
+        let prefix = format!("conformance-{run}:");
+        // Each check seeded by another node.
+        let seed = seeds[run as usize % seeds.len()].clone();
+        async move {
+            RedisStore::connect_cluster([seed])
+                .await
+                .expect("connect RedisStore to the cluster")
                 .prefix(prefix)
         }
     })

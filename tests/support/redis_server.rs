@@ -166,6 +166,16 @@ impl RedisServer {
         }
     }
 
+    /// The loopback port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Whether it runs (not stopped; a frozen server runs).
+    pub fn running(&self) -> bool {
+        self.child.is_some()
+    }
+
     /// `redis://127.0.0.1:<port>/`.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
@@ -206,6 +216,16 @@ impl RedisServer {
             .expect("redis url")
             .get_connection()
             .expect("connect to redis-server")
+    }
+
+    /// A plain synchronous connection whose connecting and reads give up
+    /// after a second (a frozen server does not hang the caller).
+    pub fn try_conn(&self) -> redis::RedisResult<redis::Connection> {
+        let limit = Duration::from_secs(1);
+        let conn = redis::Client::open(self.url())?.get_connection_with_timeout(limit)?;
+        conn.set_read_timeout(Some(limit))?;
+        conn.set_write_timeout(Some(limit))?;
+        Ok(conn)
     }
 }
 

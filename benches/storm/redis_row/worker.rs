@@ -103,7 +103,11 @@ impl Worker {
             .build()
             .expect("tokio runtime");
         runtime.block_on(async {
-            let store = match RedisStore::connect(&self.redis_url).await {
+            let connected = match self.redis_url.strip_prefix("cluster:") {
+                Some(seeds) => RedisStore::connect_cluster(seeds.split(',')).await,
+                None => RedisStore::connect(&self.redis_url).await,
+            };
+            let store = match connected {
                 Ok(store) => store
                     .prefix(self.prefix.as_str())
                     // A Redis problem shows up as failed tasks, never as

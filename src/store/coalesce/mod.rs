@@ -208,4 +208,8 @@ impl<S: Store + Clone> Store for Coalesced<S> {
         self.count_deposit(budget);
         Ok(())
     }
+
+    fn local_fallbacks(&self) -> u64 {
+        self.inner.local_fallbacks()
+    }
 }

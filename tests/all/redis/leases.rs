@@ -308,3 +308,83 @@ async fn a_fresh_redis_gives_no_lease_within_the_restart_grace_failing_closed() 
     })
     .await;
 }
+
+/// `warn` events whose message says leases were found held by other tasks.
+#[cfg(feature = "tracing")]
+#[derive(Clone, Default)]
+struct LostWarns(Arc<std::sync::atomic::AtomicUsize>);
+
+#[cfg(feature = "tracing")]
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for LostWarns {
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        struct Message(bool);
+        impl tracing::field::Visit for Message {
+            fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
+                self.0 |= f.name() == "message" && format!("{v:?}").contains("held by other tasks");
+            }
+        }
+        let mut m = Message(false);
+        event.record(&mut m);
+        if m.0 {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The heartbeat warns of a held lease that another task holds in Redis,
+/// but not of one whose release's mark is there (released after the beat
+/// listed it, and taken since: no loss).
+#[cfg(feature = "tracing")]
+#[tokio::test(flavor = "current_thread")]
+async fn the_heartbeat_warns_of_a_lost_lease_not_of_a_released_one() {
+    use tracing_subscriber::layer::SubscriberExt;
+    let lost = LostWarns::default();
+    let _subscriber =
+        tracing::subscriber::set_default(tracing_subscriber::registry().with(lost.clone()));
+    bounded(Duration::from_secs(30), async {
+        let redis = RedisServer::start();
+        let prefix = "rbp-lost:";
+        let s = store(&redis, prefix).await.restart_grace(Duration::ZERO);
+        let _token = s
+            .acquire("job-1", Duration::from_secs(20))
+            .await
+            .expect("acquire")
+            .expect("free");
+        let mut conn = redis.conn();
+        let lease = keys(&mut conn, &format!("{prefix}lease:*"))
+            .pop()
+            .expect("the lease in Redis");
+        let token: String = redis::cmd("GET").arg(&lease).query(&mut conn).expect("GET");
+        let mark = format!(
+            "{}:{token}",
+            lease.replacen(&format!("{prefix}lease:"), &format!("{prefix}freed:"), 1)
+        );
+        // As if released (its mark) and taken by another task since.
+        let () = redis::cmd("SET")
+            .arg(&mark)
+            .arg("1")
+            .arg("PX")
+            .arg(10_000)
+            .query(&mut conn)
+            .expect("SET mark");
+        let () = redis::cmd("SET")
+            .arg(&lease)
+            .arg("another-token")
+            .query(&mut conn)
+            .expect("SET lease");
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        assert_eq!(
+            lost.0.load(Ordering::Relaxed),
+            0,
+            "warned of a released lease"
+        );
+        // Without the mark, the lease was lost: warned.
+        let () = redis::cmd("DEL").arg(&mark).query(&mut conn).expect("DEL");
+        let give_up = Instant::now() + Duration::from_secs(5);
+        while lost.0.load(Ordering::Relaxed) == 0 {
+            assert!(Instant::now() < give_up, "no warning of a lost lease");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    })
+    .await;
+}

@@ -9,11 +9,16 @@
 #[path = "../../support/redis_server.rs"]
 pub(crate) mod redis_server;
 
+#[path = "../../support/redis_cluster.rs"]
+pub(crate) mod redis_cluster;
+
+mod cluster;
 mod faults;
 mod gate;
 mod keys;
 mod leases;
 mod limit_server;
+mod local_state;
 mod multi_process;
 mod review;
 mod support;

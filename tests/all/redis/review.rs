@@ -332,7 +332,7 @@ fn cluster_node() -> RedisServer {
     ])
 }
 
-const NOT_SUPPORTED: &str = "Redis Cluster is not supported yet";
+const NOT_SUPPORTED: &str = "connect with RedisStore::connect_cluster";
 
 /// `error`-level events, by target, seen by the subscriber it is part of.
 #[cfg(feature = "tracing")]

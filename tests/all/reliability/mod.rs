@@ -26,6 +26,8 @@ use tokio::sync::Semaphore;
 
 use crate::server::{KeyedArrival, ServerState};
 
+#[cfg(feature = "redis")]
+mod cluster_faults;
 mod contention;
 #[cfg(feature = "redis")]
 mod redis_faults;
