@@ -111,7 +111,8 @@ impl<'a, S: Store> Task<'a, S> {
                     d
                 }
                 Admission::GateClosed(d) => {
-                    let d = if self.behind {
+                    // Sent before: it was pushed back.
+                    let d = if self.state.attempts() > 0 {
                         d.saturating_add(TUNING.probe_gap_max)
                     } else {
                         d

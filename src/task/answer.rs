@@ -79,7 +79,6 @@ impl<S: Store> Task<'_, S> {
             )
         };
         self.retry_at = pushback.retry_at();
-        self.behind = true;
         let now = Instant::now();
         let mut decision = self
             .planner

@@ -60,9 +60,6 @@ pub(crate) struct Task<'a, S: Store> {
     /// What the next send holds (a retry token granted to it): given back
     /// if the task ends first.
     permit: Permit<'a, S>,
-    /// Whether the task was pushed back: it waits at the gate a little
-    /// behind the others (see `admit`).
-    behind: bool,
 }
 
 /// A task dropped while it waits still ends its wait for the observer (and
@@ -91,7 +88,6 @@ impl<'a, S: Store> Task<'a, S> {
             last: None,
             pending_wait: None,
             permit: Permit::new(store),
-            behind: false,
         }
     }
 
