@@ -189,7 +189,7 @@ impl OriginState {
         }
         self.pace.settle(now);
         let reopened = self.gate.reopens(now);
-        let probe = reopened && self.reopen();
+        let probe = reopened && self.reopen(now);
         let go = if reopened {
             Admission::Reopened
         } else {
@@ -264,9 +264,14 @@ impl OriginState {
     /// The gate reopens: the pace learns from the period that just ended,
     /// and a new one starts with a probe. Whether the probe is counted in
     /// the first batch.
-    fn reopen(&mut self) -> bool {
+    fn reopen(&mut self, now: Duration) -> bool {
         let gate = self.gate.until;
-        let probe = self.pace.reopen(gate, self.gate.span, &self.period);
+        // The probe's head start counts from when it leaves: a first task
+        // that asks late (a round trip to a shared store, a busy runtime)
+        // must not find the batch behind it already due.
+        let probe = self
+            .pace
+            .reopen(gate.max(now), self.gate.span, &self.period);
         self.gate.reopen_pending = false;
         self.period = Period::new(gate);
         probe

@@ -13,6 +13,7 @@ use crate::extensions::IdempotencyKey;
 use crate::observe::{self, WaitReason};
 use crate::origin::Admission;
 use crate::origin::tuning::TUNING;
+use crate::planner::HintSource;
 use crate::planner::StopReason;
 use crate::store::Store;
 
@@ -80,11 +81,11 @@ impl<'a, S: Store> Task<'a, S> {
                 self.local_state(&self.origin, "admission", 0, true);
             }
             let admitted = || if at_once { asked } else { Instant::now() };
-            // A task that was pushed back goes to the back: it waits at the
-            // gate a little longer than the tasks there, so the next probe
-            // and the first slots after it are others' (the same task would
-            // otherwise probe each time, for the whole queue, and meet
-            // every overshoot of a pace still learning).
+            // A task pushed back with no time goes to the back: it waits at
+            // the gate a little longer than the tasks there, so the next
+            // probe and the first slots after it are others' (the same task
+            // would otherwise probe each time, for the whole queue, and
+            // meet every overshoot of a pace still learning).
             let wait = match admission {
                 Admission::Now => return Ok(admitted()),
                 Admission::Reopened => {
@@ -111,8 +112,9 @@ impl<'a, S: Store> Task<'a, S> {
                     d
                 }
                 Admission::GateClosed(d) => {
-                    // Sent before: it was pushed back.
-                    let d = if self.state.attempts() > 0 {
+                    // Pushed back with no time at all: the gate's hold is
+                    // ours, and so is the probe after it.
+                    let d = if self.state.hint_source() == Some(HintSource::Gate) {
                         d.saturating_add(TUNING.probe_gap_max)
                     } else {
                         d
