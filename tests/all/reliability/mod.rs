@@ -36,6 +36,57 @@ mod soak;
 /// How long the server holds each request before answering.
 pub(super) const HOLD: Duration = Duration::from_millis(5);
 
+/// The size of a storm against a store's fault (one Redis, or a cluster).
+#[cfg(feature = "redis")]
+pub(super) struct Storm {
+    pub(super) tasks: usize,
+    pub(super) keys: usize,
+    pub(super) concurrency: usize,
+    pub(super) spacing: Duration,
+    pub(super) cap: u32,
+    /// When the fault starts, from the storm's start.
+    pub(super) fault_at: Duration,
+}
+
+#[cfg(feature = "redis")]
+impl Storm {
+    /// What a storm labelled `label` broke of what every fault and fail
+    /// mode must keep: no panic, some success, no early send, and an end
+    /// within 10 s of its last start and of the fault's end (`started`: the
+    /// storm's start, `ended`: the fault's end): a fault of a few seconds
+    /// must not hold tasks for much longer.
+    pub(super) fn broken(
+        &self,
+        label: &str,
+        tally: &Tally,
+        seen: &Seen,
+        started: Instant,
+        ended: Instant,
+    ) -> Vec<String> {
+        let mut broken = Vec::new();
+        if tally.panics > 0 {
+            broken.push(format!("{label}: {} panics", tally.panics));
+        }
+        if tally.ok == 0 {
+            broken.push(format!("{label}: nothing succeeded"));
+        }
+        if seen.premature > 0 {
+            broken.push(format!("{label}: {} premature sends", seen.premature));
+        }
+        let launched = self.spacing * u32::try_from(self.tasks).expect("tasks");
+        let bound = launched.max(ended - started) + Duration::from_secs(10);
+        if tally.elapsed > bound {
+            broken.push(format!(
+                "{label}: the storm took {:.1} s (bound {:.1} s); stopped: {:?}",
+                tally.elapsed.as_secs_f64(),
+                bound.as_secs_f64(),
+                tally.stopped
+            ));
+        }
+        broken
+    }
+}
+
 /// How a run of tasks ended, as the callers saw it.
 #[derive(Debug, Default)]
 pub(super) struct Tally {

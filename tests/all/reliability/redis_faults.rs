@@ -17,7 +17,7 @@ use reqwest_backpressure::store::{FailMode, RedisStore};
 use reqwest_backpressure::{Policy, RetryAfterMiddleware};
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 
-use super::{HOLD, Run, Seen};
+use super::{HOLD, Run, Seen, Storm};
 use crate::redis::redis_server::RedisServer;
 use crate::server::{LimitedServer, Options, Shape};
 
@@ -61,17 +61,6 @@ impl Fault {
             }
         }
     }
-}
-
-/// The size of a storm.
-struct Storm {
-    tasks: usize,
-    keys: usize,
-    concurrency: usize,
-    spacing: Duration,
-    cap: u32,
-    /// When the fault starts, from the storm's start.
-    fault_at: Duration,
 }
 
 const SHORT: Storm = Storm {
@@ -199,28 +188,7 @@ async fn storm_with_fault(storm: &Storm, mode: FailMode, fault: Fault) -> Vec<St
         tally.elapsed.as_secs_f64(),
     );
     let label = format!("{} / fail {mode_name}", fault.name());
-    let mut broken = Vec::new();
-    if tally.panics > 0 {
-        broken.push(format!("{label}: {} panics", tally.panics));
-    }
-    if tally.ok == 0 {
-        broken.push(format!("{label}: nothing succeeded"));
-    }
-    if seen.premature > 0 {
-        broken.push(format!("{label}: {} premature sends", seen.premature));
-    }
-    // A fault of a few seconds must not hold tasks for much longer: the
-    // storm ends within 10 s of its last start and the fault's end.
-    let launched = storm.spacing * u32::try_from(storm.tasks).expect("tasks");
-    let bound = launched.max(ended - started) + Duration::from_secs(10);
-    if tally.elapsed > bound {
-        broken.push(format!(
-            "{label}: the storm took {:.1} s (bound {:.1} s); stopped: {:?}",
-            tally.elapsed.as_secs_f64(),
-            bound.as_secs_f64(),
-            tally.stopped
-        ));
-    }
+    let mut broken = storm.broken(&label, &tally, &seen, started, ended);
     if mode == FailMode::Closed {
         if seen.duplicates > 0 {
             broken.push(format!(

@@ -26,22 +26,11 @@ use reqwest_backpressure::store::{FailMode, RedisStore};
 use reqwest_backpressure::{Policy, RetryAfterMiddleware};
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 
-use super::{HOLD, Run, Seen};
+use super::{HOLD, Run, Seen, Storm};
 use crate::redis::redis_cluster::RedisCluster;
 use crate::server::{LimitedServer, Options, Shape};
 use capture::{Locals, Warns, with_warns};
 use fault::{Fault, apply};
-
-/// The size of a storm.
-struct Storm {
-    tasks: usize,
-    keys: usize,
-    concurrency: usize,
-    spacing: Duration,
-    cap: u32,
-    /// When the fault starts, from the storm's start.
-    fault_at: Duration,
-}
 
 const SHORT: Storm = Storm {
     tasks: 500,
@@ -172,25 +161,7 @@ async fn storm_with_fault(
         tally.elapsed.as_secs_f64(),
     );
     let label = format!("{} / fail {mode_name}", fault.name());
-    let mut broken = Vec::new();
-    if tally.panics > 0 {
-        broken.push(format!("{label}: {} panics", tally.panics));
-    }
-    if tally.ok == 0 {
-        broken.push(format!("{label}: nothing succeeded"));
-    }
-    if seen.premature > 0 {
-        broken.push(format!("{label}: {} premature sends", seen.premature));
-    }
-    let launched = storm.spacing * u32::try_from(storm.tasks).expect("tasks");
-    let bound = launched.max(ended - started) + Duration::from_secs(10);
-    if tally.elapsed > bound {
-        broken.push(format!(
-            "{label}: the storm took {:.1} s (bound {:.1} s)",
-            tally.elapsed.as_secs_f64(),
-            bound.as_secs_f64(),
-        ));
-    }
+    let mut broken = storm.broken(&label, &tally, &seen, started, ended);
     let told: usize = local.values().sum();
     if cfg!(feature = "tracing") && (warned > 0) != (told > 0) {
         broken.push(format!(
