@@ -175,6 +175,8 @@ async fn client_knowing(known: usize, server: SocketAddr) -> ClientWithMiddlewar
         gate: true,
         pace: true,
         max_gate: Duration::from_secs(60),
+        first_contact: Duration::ZERO,
+        declared: None,
     };
     for i in 0..known {
         store

@@ -119,6 +119,7 @@ pub mod observe;
 pub mod origin;
 pub mod planner;
 mod policy;
+mod quota;
 mod ratelimit;
 #[cfg(feature = "redis")]
 mod redis_store;
@@ -141,6 +142,7 @@ pub use planner::{HintSource, StopReason};
 #[doc(hidden)]
 pub use policy::Limits;
 pub use policy::{Fallback, InvalidPolicy, Policy};
+pub use quota::Quota;
 #[doc(hidden)]
 pub use ratelimit::MAX_RATELIMIT_LEN;
 pub use ratelimit::{RateLimitHeaders, RateLimitHint, ResetFormat, parse_reset};

@@ -57,17 +57,21 @@ pub enum WaitReason {
     Gate,
     /// For its slot in the paced queue behind a reopened gate.
     Pace,
+    /// For the origin's first answer, which another task's request is
+    /// waiting for: it may state the origin's quota.
+    FirstAnswer,
 }
 
 impl WaitReason {
     /// A stable snake_case code: `retry_after`, `ratelimit`, `fallback`,
-    /// `gate` or `pace`.
+    /// `gate`, `pace` or `first_answer`.
     #[must_use]
     pub const fn code(&self) -> &'static str {
         match self {
             WaitReason::Retry(source) => source.code(),
             WaitReason::Gate => "gate",
             WaitReason::Pace => "pace",
+            WaitReason::FirstAnswer => "first_answer",
         }
     }
 }

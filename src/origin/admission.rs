@@ -27,6 +27,11 @@ pub enum Admission {
     /// reserved. Answered to the first task that finds it so, which tells
     /// the observer; the others get [`GateClosed`](Self::GateClosed).
     QuotaHeld(Duration),
+    /// The origin's first answer is outstanding (another task's first
+    /// contact): nothing is reserved; come back after this long and ask
+    /// again. Its answer may state the origin's quota, which then paces
+    /// this task.
+    FirstAnswer(Duration),
     /// The paced queue is booked further ahead than is worth reserving
     /// while the pace is still rising (slow start): nothing is reserved;
     /// come back after this long and ask again.

@@ -6,12 +6,19 @@
 use std::time::Duration;
 
 use super::gate::Closing;
+use super::quota::Size;
 use super::{OriginState, Outcome, PacingConfig};
+
+/// A stated quota's size, when the answer gave one.
+fn size(limit: Option<u64>, window: Option<Duration>) -> Option<Size> {
+    limit.filter(|&l| l > 0).map(|limit| Size { limit, window })
+}
 
 impl OriginState {
     /// A 2xx (or any non-pushback) answer arrived at `now`.
     pub fn on_success(&mut self, now: Duration) {
         self.last_seen = now;
+        self.first.answered = true;
         let measuring = !self.pace.is_paced() && !self.gate.reopen_pending;
         self.period.on_success(now, measuring);
         self.pace.on_success(now, self.gate.reopen_pending);
@@ -45,6 +52,7 @@ impl OriginState {
     ) -> Option<Duration> {
         let was_open = self.gate_in(now).is_none();
         let answered = now.saturating_sub(late);
+        self.first.answered = true;
         match outcome {
             Outcome::Admitted => self.on_success(now),
             Outcome::Pushback { retry_in } => {
@@ -57,17 +65,33 @@ impl OriginState {
                     retry_in.map(|d| answered.saturating_add(d)),
                 );
             }
-            Outcome::Exhausted { reset_in } => self.exhausted(cfg, now, answered, reset_in),
+            Outcome::Exhausted {
+                reset_in,
+                limit,
+                window,
+                sent_ago,
+            } => {
+                let sent = answered.saturating_sub(sent_ago);
+                self.quota.sized(reset_in, size(limit, window));
+                self.exhausted(cfg, now, answered, sent, reset_in);
+            }
             Outcome::Quota {
                 remaining,
                 reset_in,
+                limit,
+                window,
+                sent_ago,
             } => {
                 self.on_success(now);
                 self.period.stated = true;
-                if self
-                    .quota
-                    .on_stated(now, remaining, now.saturating_add(reset_in))
-                {
+                let sent = answered.saturating_sub(sent_ago);
+                if self.quota.on_stated(
+                    now,
+                    sent,
+                    remaining,
+                    now.saturating_add(reset_in),
+                    size(limit, window),
+                ) {
                     self.quota.spent(now, cfg.max_gate);
                     self.quota_spent();
                 }
@@ -83,10 +107,30 @@ impl OriginState {
         cfg: PacingConfig,
         now: Duration,
         answered: Duration,
+        sent: Duration,
         reset_in: Duration,
     ) {
         self.on_success(now);
         self.period.stated = true;
+        if sent < self.quota.opened {
+            // An earlier window's last answer.
+            return;
+        }
+        if self.quota.renews() {
+            // A quota of known size governs the origin: spent until its
+            // reset, which renews it, with no gate to reopen or pace to
+            // learn (nothing was rejected).
+            let reset = answered.saturating_add(reset_in);
+            if cfg.gate
+                && self
+                    .quota
+                    .on_exhausted(sent, reset.min(answered.saturating_add(cfg.max_gate)))
+            {
+                self.quota.spent(answered, cfg.max_gate);
+                self.quota_spent();
+            }
+            return;
+        }
         // Servers round their reset up to whole seconds: of two answers
         // stating the same window's reset, the earlier bounds it more
         // closely. A spent quota tells no task to wait (it is not a
@@ -103,7 +147,7 @@ impl OriginState {
         if cfg.gate
             && self
                 .quota
-                .on_exhausted(reset.min(answered.saturating_add(cfg.max_gate)))
+                .on_exhausted(sent, reset.min(answered.saturating_add(cfg.max_gate)))
         {
             self.quota.spent(answered, cfg.max_gate);
             self.quota_spent();
@@ -115,6 +159,7 @@ impl OriginState {
     /// [`max_gate`](PacingConfig::max_gate) (keeping a later time already
     /// set), and cuts the pace.
     pub fn on_pushback(&mut self, cfg: PacingConfig, now: Duration, retry_at: Option<Duration>) {
+        self.first.answered = true;
         self.reject(cfg, now, now, retry_at);
     }
 

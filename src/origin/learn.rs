@@ -58,6 +58,7 @@ impl Pace {
                 self.mode = Mode::Smooth {
                     rate: (f64::from(b.size) / b.every.as_secs_f64() * TUNING.cut_factor)
                         .max(TUNING.min_rate),
+                    burst: 1,
                 };
             }
             Mode::SlowStart { rate }
@@ -71,6 +72,7 @@ impl Pace {
                 // (as TCP halves its window on a loss), rising from there.
                 self.mode = Mode::Smooth {
                     rate: (rate * TUNING.cut_floor).max(TUNING.min_rate),
+                    burst: 1,
                 };
             }
             Mode::Batches(_) | Mode::Smooth { .. } => {
@@ -159,6 +161,7 @@ impl Pace {
             // What it admitted per hold, spread evenly, outruns none.
             self.mode = Mode::Smooth {
                 rate: f64::from(size) / batch_every(span).as_secs_f64(),
+                burst: 1,
             };
         } else if size >= 1 {
             self.mode = Mode::Batches(Batches {

@@ -27,8 +27,12 @@
 
 use std::time::Duration;
 
+use crate::Quota as Declared;
+
 mod admission;
 mod answers;
+mod declared;
+mod first;
 mod gate;
 mod learn;
 mod pace;
@@ -43,6 +47,7 @@ mod wire;
 
 #[doc(hidden)]
 pub use admission::{Admission, Reservation};
+use first::First;
 use gate::Gate;
 use pace::{Pace, Slot};
 use period::Period;
@@ -71,6 +76,14 @@ pub enum Outcome {
     Exhausted {
         /// How long from now until the quota resets.
         reset_in: Duration,
+        /// The quota's size per window, when the answer stated it.
+        limit: Option<u64>,
+        /// The quota's window, when the answer stated it.
+        window: Option<Duration>,
+        /// How long before the answer its request left (zero: unknown). An
+        /// answer to a request sent before the quota's current window
+        /// opened speaks of an earlier window.
+        sent_ago: Duration,
     },
     /// The origin admitted the request, and its rate-limit headers say
     /// `remaining` more are admitted until `reset_in` from now: admissions
@@ -81,6 +94,15 @@ pub enum Outcome {
         remaining: u64,
         /// How long from now until the quota resets.
         reset_in: Duration,
+        /// The quota's size per window, when the answer stated it
+        /// (`RateLimit-Policy`'s `q`, a vendor's limit header): the quota
+        /// then renews at each reset, with no probe.
+        limit: Option<u64>,
+        /// The quota's window, when the answer stated it (`w`); with a
+        /// size and no window, the longest reset stated stands in.
+        window: Option<Duration>,
+        /// How long before the answer its request left (zero: unknown).
+        sent_ago: Duration,
     },
 }
 
@@ -96,6 +118,26 @@ pub struct PacingConfig {
     /// value must not close an origin for good. After that, one probe finds
     /// out. The server's own time is kept beside it, for refusals.
     pub max_gate: Duration,
+    /// While an origin's first answer is outstanding, other tasks wait for
+    /// it this long at most (zero: they do not).
+    pub first_contact: Duration,
+    /// The quota the caller declared for the origin: its pace from the
+    /// first request, never faster whatever is learned.
+    pub declared: Option<Declared>,
+}
+
+impl Default for PacingConfig {
+    /// Gate and pace on, a gate's cap of 60 s, no wait for a first answer,
+    /// no declared quota.
+    fn default() -> Self {
+        PacingConfig {
+            gate: true,
+            pace: true,
+            max_gate: Duration::from_secs(60),
+            first_contact: Duration::ZERO,
+            declared: None,
+        }
+    }
 }
 
 /// The state of one origin (`scheme://host:port`): its gate, quota and
@@ -106,6 +148,8 @@ pub struct OriginState {
     quota: Quota,
     pace: Pace,
     period: Period,
+    /// The first contact: whether the origin answered yet.
+    first: First,
     /// Last time a task touched this origin.
     last_seen: Duration,
 }
@@ -119,6 +163,7 @@ impl OriginState {
             quota: Quota::default(),
             pace: Pace::new(now),
             period: Period::new(now),
+            first: First::default(),
             last_seen: now,
         }
     }
@@ -201,6 +246,9 @@ impl OriginState {
             // out on a partial count would lock in a pace far too slow.
             return self.queue(now, wait, latest, Admission::GateClosed(wait));
         }
+        if let Some(wait) = self.first.wait(cfg, now, latest) {
+            return Admission::FirstAnswer(wait);
+        }
         let quota = match self.quota.check(now, latest, cfg.max_gate) {
             Check::Free => false,
             Check::Spends => true,
@@ -209,7 +257,10 @@ impl OriginState {
             Check::TooLate(wait) => return self.refuse(now, wait),
             Check::Probe => return Admission::Reopened,
         };
-        let slot = if cfg.pace {
+        if let Some(declared) = cfg.declared {
+            self.pace.bound(now, declared);
+        }
+        let slot = if cfg.pace || cfg.declared.is_some() {
             self.pace.take(now, latest, probe, self.quota.stated())
         } else {
             Slot::Go
@@ -269,9 +320,16 @@ impl OriginState {
         // The probe's head start counts from when it leaves: a first task
         // that asks late (a round trip to a shared store, a busy runtime)
         // must not find the batch behind it already due.
-        let probe = self
-            .pace
-            .reopen(gate.max(now), self.gate.span, &self.period);
+        let probe = if self.quota.renews() {
+            // A quota of known size governs again after a penalty (a
+            // `Retry-After` longer than its window): it, not the rate the
+            // penalty let through, is what the origin admits.
+            self.pace.unpace(gate.max(now));
+            false
+        } else {
+            self.pace
+                .reopen(gate.max(now), self.gate.span, &self.period)
+        };
         self.gate.reopen_pending = false;
         self.period = Period::new(gate);
         probe

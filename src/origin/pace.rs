@@ -31,6 +31,9 @@ pub(super) enum Mode {
     Smooth {
         /// Requests per second.
         rate: f64,
+        /// How many may leave at once after a quiet spell (1 for a learned
+        /// pace; a declared bucket's size): GCRA's burst.
+        burst: u32,
     },
 }
 
@@ -137,7 +140,7 @@ impl Pace {
     pub(super) fn rate(&self) -> f64 {
         match self.mode {
             Mode::Unpaced => 0.0,
-            Mode::SlowStart { rate } | Mode::Smooth { rate } => rate,
+            Mode::SlowStart { rate } | Mode::Smooth { rate, .. } => rate,
             Mode::Batches(b) => f64::from(b.size) / b.every.as_secs_f64(),
         }
     }
@@ -153,7 +156,10 @@ impl Pace {
     pub(super) fn free_slot(&self, now: Duration) -> Duration {
         match self.mode {
             Mode::Unpaced => now,
-            Mode::SlowStart { .. } | Mode::Smooth { .. } => now.max(self.next_slot),
+            Mode::SlowStart { .. } => now.max(self.next_slot),
+            Mode::Smooth { rate, burst } => {
+                now.max(self.next_slot.saturating_sub(tolerance(rate, burst)))
+            }
             Mode::Batches(b) => b.free_slot(now, self.next_slot).2,
         }
     }
@@ -224,13 +230,15 @@ impl Pace {
                 self.next_slot = slot + interval(*rate);
                 slot
             }
-            Mode::Smooth { rate } => {
-                let slot = now.max(self.next_slot);
+            Mode::Smooth { rate, burst } => {
+                // GCRA: the next slot is the theoretical arrival time, less
+                // the burst's tolerance.
+                let slot = now.max(self.next_slot.saturating_sub(tolerance(*rate, *burst)));
                 let wait = slot - now;
                 if wait > latest {
                     return Slot::TooLate(wait);
                 }
-                self.next_slot = slot + interval(*rate);
+                self.next_slot = self.next_slot.max(slot) + interval(*rate);
                 slot
             }
         };
@@ -261,7 +269,7 @@ impl Pace {
                 self.raise();
                 self.raised_at = now;
             }
-            Mode::Smooth { rate }
+            Mode::Smooth { rate, .. }
                 if now.saturating_sub(self.raised_at) >= TUNING.smooth_raise_every =>
             {
                 *rate *= TUNING.smooth_raise_factor;
@@ -286,7 +294,7 @@ impl Pace {
     /// [`silent_hold`](super::tuning::Tuning::silent_hold).
     pub(super) fn silent_hold(&self) -> Duration {
         match self.mode {
-            Mode::Smooth { rate } | Mode::SlowStart { rate } => (interval(rate)
+            Mode::Smooth { rate, .. } | Mode::SlowStart { rate } => (interval(rate)
                 * TUNING.smooth_hold_intervals)
                 .clamp(TUNING.smooth_hold_min, TUNING.silent_hold),
             _ => TUNING.silent_hold,
@@ -307,7 +315,7 @@ impl Pace {
                         .max(1),
                 );
             }
-            Mode::Smooth { rate } => *rate = (*rate * TUNING.cut_factor).max(TUNING.min_rate),
+            Mode::Smooth { rate, .. } => *rate = (*rate * TUNING.cut_factor).max(TUNING.min_rate),
             _ => {}
         }
     }
@@ -329,6 +337,12 @@ pub(super) fn to_count(x: f64) -> u32 {
     } else {
         0
     }
+}
+
+/// How far ahead of its theoretical time a smooth pace of `rate` with a
+/// burst of `burst` lets a slot leave.
+pub(super) fn tolerance(rate: f64, burst: u32) -> Duration {
+    interval(rate) * burst.saturating_sub(1)
 }
 
 /// The spacing of a smooth pace of `rate` requests per second.

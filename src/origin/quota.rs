@@ -4,6 +4,13 @@
 //! A spent quota holds the origin as its gate would: until the reset, but
 //! never longer than the gate's cap (`max_wait`) at a time, after which one
 //! probe finds out whether the reset came early.
+//!
+//! A server that also states the quota's size (`RateLimit-Policy`'s `q`,
+//! a vendor's limit header) and its window (`w`, or the longest reset it
+//! named) has it renewed at the reset, with no probe: the next window's
+//! requests leave at its start, as many as it admits. An answer to a
+//! request sent before the current window opened speaks of an earlier one
+//! and changes nothing.
 
 use std::time::Duration;
 
@@ -22,6 +29,23 @@ pub(super) struct Quota {
     /// Whether a task was told that the spent quota holds the origin (the
     /// observer hears of it once per hold).
     pub(super) announced: bool,
+    /// The quota's size per window, as stated (0: unknown).
+    pub(super) limit: u64,
+    /// Its window, as stated, or else the longest reset stated (zero:
+    /// unknown). With [`limit`](Self::limit), the quota renews at `until`.
+    pub(super) window: Duration,
+    /// When the current window opened, as far as we know: its renewal, or
+    /// the send of the request whose answer first stated it. An answer to
+    /// a request sent before speaks of an earlier window.
+    pub(super) opened: Duration,
+}
+
+/// The size of a stated quota: how many per window, and the window when
+/// stated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Size {
+    pub(super) limit: u64,
+    pub(super) window: Option<Duration>,
 }
 
 /// What the quota says of a task asking to send.
@@ -47,6 +71,32 @@ impl Quota {
         self.until > Duration::ZERO
     }
 
+    /// Whether the quota's size and window are known: it renews at each
+    /// reset, and governs the origin's pace.
+    pub(super) fn renews(&self) -> bool {
+        self.limit > 0 && !self.window.is_zero() && self.stated()
+    }
+
+    /// At `now`, past the reset of a quota that renews: the next window
+    /// opens with the whole quota. Right after the reset it keeps the
+    /// server's phase (it opened at the reset); after a window or more of
+    /// silence that phase is a guess, so it opens now, and closes a whole
+    /// window later (later than the server's, never earlier).
+    pub(super) fn renew(&mut self, now: Duration) {
+        if !self.renews() || now < self.until {
+            return;
+        }
+        if now - self.until < self.window {
+            self.opened = self.until;
+            self.until = self.until.saturating_add(self.window);
+        } else {
+            self.opened = now;
+            self.until = now.saturating_add(self.window);
+        }
+        self.left = self.limit;
+        self.announced = false;
+    }
+
     /// Until when a spent quota holds the origin, if it does at `now`: its
     /// reset, or the probe time if that comes first.
     pub(super) fn held_until(&self, now: Duration) -> Option<Duration> {
@@ -55,6 +105,7 @@ impl Quota {
 
     /// A task asks at `now` and accepts to wait `latest`.
     pub(super) fn check(&mut self, now: Duration, latest: Duration, max_gate: Duration) -> Check {
+        self.renew(now);
         if let Some(until) = self.held_until(now) {
             if now < until {
                 let wait = until - now;
@@ -94,6 +145,15 @@ impl Quota {
         self.announced = false;
     }
 
+    /// An answer stated the quota's `size`, its reset `reset_in` away: kept
+    /// for renewals.
+    pub(super) fn sized(&mut self, reset_in: Duration, size: Option<Size>) {
+        if let Some(size) = size {
+            self.limit = size.limit;
+            self.window = size.window.unwrap_or_else(|| self.window.max(reset_in));
+        }
+    }
+
     /// A unit spent by a task that did not send comes back (within the
     /// window it was spent in; a later statement corrects the count).
     pub(super) fn refund(&mut self, now: Duration) {
@@ -107,18 +167,35 @@ impl Quota {
         self.until > now && at.abs_diff(self.until) < TUNING.same_window
     }
 
-    /// A success at `now` said `remaining` requests are admitted until
-    /// `until`. Within the same window the smaller count wins, since
-    /// admissions already spent part of it that the server has not counted
-    /// yet; a later window starts afresh. Whether this left it spent.
-    pub(super) fn on_stated(&mut self, now: Duration, remaining: u64, until: Duration) -> bool {
+    /// A success at `now`, to a request sent at `sent`, said `remaining`
+    /// requests are admitted until `until` (and, when it said so, that
+    /// the quota is `size` per window). Within the same window the smaller
+    /// count wins, since admissions already spent part of it that the
+    /// server has not counted yet, and so does the earlier reset (servers
+    /// round theirs up); a later window starts afresh. An answer to a
+    /// request sent before the current window opened changes nothing.
+    /// Whether this left it spent.
+    pub(super) fn on_stated(
+        &mut self,
+        now: Duration,
+        sent: Duration,
+        remaining: u64,
+        until: Duration,
+        size: Option<Size>,
+    ) -> bool {
+        self.sized(until.saturating_sub(now), size);
+        if sent < self.opened {
+            return false;
+        }
         let left = self.left;
         let same_window = self.same_window(now, until);
         if same_window {
             self.left = self.left.min(remaining);
+            self.until = self.until.min(until);
         } else if until > self.until {
             self.left = remaining;
             self.until = until;
+            self.opened = sent;
         }
         self.left == 0 && (left > 0 || !same_window)
     }
@@ -133,10 +210,13 @@ impl Quota {
         }
     }
 
-    /// An answer said the quota is exhausted until `at` (already capped at
-    /// the gate's cap): spent until then, unless it is an earlier window's
-    /// answer. Whether it applied.
-    pub(super) fn on_exhausted(&mut self, at: Duration) -> bool {
+    /// An answer to a request sent at `sent` said the quota is exhausted
+    /// until `at` (already capped at the gate's cap): spent until then,
+    /// unless it is an earlier window's answer. Whether it applied.
+    pub(super) fn on_exhausted(&mut self, sent: Duration, at: Duration) -> bool {
+        if sent < self.opened {
+            return false;
+        }
         if at >= self.until || at.abs_diff(self.until) < TUNING.same_window {
             self.until = self.until.max(at);
             self.left = 0;

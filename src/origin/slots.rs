@@ -56,7 +56,7 @@ impl Pace {
                     }
                 }
             }
-            Mode::SlowStart { rate } | Mode::Smooth { rate } => {
+            Mode::SlowStart { rate } | Mode::Smooth { rate, .. } => {
                 let step = interval(*rate);
                 if (slot + step).abs_diff(next_slot) < step / 2 {
                     self.next_slot = slot;
@@ -77,7 +77,7 @@ impl Pace {
         }
         match &mut self.mode {
             Mode::Unpaced => {}
-            Mode::SlowStart { rate } | Mode::Smooth { rate } => {
+            Mode::SlowStart { rate } | Mode::Smooth { rate, .. } => {
                 self.next_slot = self.next_slot.min(now + interval(*rate));
             }
             Mode::Batches(b) => {

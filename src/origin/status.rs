@@ -96,7 +96,7 @@ impl PaceKind {
         match mode {
             Mode::Unpaced => PaceKind::Unpaced,
             Mode::SlowStart { rate } => PaceKind::SlowStart { per_second: rate },
-            Mode::Smooth { rate } => PaceKind::Smooth { per_second: rate },
+            Mode::Smooth { rate, .. } => PaceKind::Smooth { per_second: rate },
             Mode::Batches(b) => PaceKind::Batches {
                 size: b.size,
                 every: b.every,

@@ -93,6 +93,12 @@ pub(crate) struct Tuning {
     pub(crate) smooth_raise_every: Duration,
     /// See [`smooth_raise_every`](Self::smooth_raise_every).
     pub(crate) smooth_raise_factor: f64,
+    /// How soon a task waiting for an origin's first answer asks again: as
+    /// long as the first contact has been out, within these bounds. On
+    /// loopback the answer is back within the lower bound; across an ocean
+    /// the asks halve in number each round trip, and a shared store sees a
+    /// few per waiting task, not one per millisecond.
+    pub(crate) first_poll: (Duration, Duration),
 }
 
 /// The tuning in force.
@@ -120,4 +126,5 @@ pub(crate) const TUNING: Tuning = Tuning {
     smooth_hold_min: Duration::from_millis(50),
     smooth_raise_every: Duration::from_secs(1),
     smooth_raise_factor: 1.02,
+    first_poll: (Duration::from_millis(2), Duration::from_millis(50)),
 };

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use super::OriginState;
+use super::first::First;
 use super::gate::Gate;
 use super::pace::{Batches, Mode, Pace};
 use super::period::Period;
@@ -32,7 +33,7 @@ impl OriginState {
         let maybe =
             |t: Option<Duration>| t.map_or_else(|| "-".to_owned(), |t| nanos(t).to_string());
         format!(
-            "o9 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+            "o10 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
             nanos(gate.until),
             nanos(gate.span),
             nanos(gate.server_until),
@@ -70,6 +71,15 @@ impl OriginState {
             pace.queue,
             u8::from(period.silent),
             gate.silent_probes,
+            match pace.mode {
+                Mode::Smooth { burst, .. } => burst,
+                _ => 1,
+            },
+            quota.limit,
+            nanos(quota.window),
+            nanos(quota.opened),
+            u8::from(self.first.answered),
+            maybe(self.first.sent),
         )
     }
 
@@ -79,7 +89,7 @@ impl OriginState {
     pub fn decode(s: &str) -> Option<Self> {
         let f: Vec<&str> = s.split(' ').collect();
         let [
-            "o9",
+            "o10",
             gate,
             span,
             server,
@@ -112,6 +122,12 @@ impl OriginState {
             queue,
             silent_period,
             silent_probes,
+            burst,
+            quota_limit,
+            quota_window,
+            quota_opened,
+            answered,
+            first_sent,
         ] = f.as_slice()
         else {
             return None;
@@ -142,7 +158,10 @@ impl OriginState {
                 spread: time(spread)?,
             }),
             "2" if rate > 0.0 => Mode::SlowStart { rate },
-            "3" if rate > 0.0 => Mode::Smooth { rate },
+            "3" if rate > 0.0 => Mode::Smooth {
+                rate,
+                burst: burst.parse().ok().filter(|&b| b > 0)?,
+            },
             _ => return None,
         };
         Some(OriginState {
@@ -160,6 +179,9 @@ impl OriginState {
                 until: time(quota_until)?,
                 probe_at: time(quota_probe_at)?,
                 announced: flag(quota_announced)?,
+                limit: quota_limit.parse().ok()?,
+                window: time(quota_window)?,
+                opened: time(quota_opened)?,
             },
             pace: Pace {
                 mode,
@@ -177,6 +199,10 @@ impl OriginState {
                 stated: flag(stated)?,
                 silent: flag(silent_period)?,
                 last_success: time(last_success)?,
+            },
+            first: First {
+                answered: flag(answered)?,
+                sent: maybe(first_sent)?,
             },
             last_seen: time(seen)?,
         })

@@ -66,6 +66,8 @@ pub struct Policy {
     pub(crate) rate_limit_headers: RateLimitHeaders,
     pub(crate) proactive_gate: bool,
     pub(crate) idempotency_key_form: IdempotencyKeyForm,
+    pub(crate) quotas: Vec<(Target, Quota)>,
+    pub(crate) first_contact: Duration,
 }
 
 impl Default for Policy {
@@ -98,6 +100,14 @@ impl Default for Policy {
     ///   quota is exhausted holds the origin until the reset.
     /// - `idempotency_key_form`: [`IdempotencyKeyForm::SfString`]: the IETF
     ///   httpapi draft's `Idempotency-Key: "order-42"`.
+    /// - `quota`: none declared: an origin's quota is learned from its
+    ///   rate-limit headers, or from its pushbacks.
+    /// - `first_contact`: 500 ms. While an origin's first answer is
+    ///   outstanding, the other requests to it wait for that answer (up to
+    ///   this long, never past their deadline), so a quota its headers
+    ///   state is known before a burst leaves. A round trip is rarely
+    ///   longer; an answer slower than that is the server's work, not the
+    ///   network's, and the burst goes.
     fn default() -> Self {
         Policy {
             max_attempts: 3,
@@ -117,6 +127,8 @@ impl Default for Policy {
             rate_limit_headers: RateLimitHeaders::ietf(),
             proactive_gate: true,
             idempotency_key_form: IdempotencyKeyForm::SfString,
+            quotas: Vec::new(),
+            first_contact: Duration::from_millis(500),
         }
     }
 }
@@ -289,8 +301,60 @@ impl Policy {
         self.idempotency_key_form = form;
         self
     }
+
+    /// Declares the quota of `origin`: a URL's origin
+    /// (`https://api.example.com`, any path ignored, the scheme's port
+    /// unless one is given) or a bare host (`api.example.com`: every scheme
+    /// and port). Requests to it are paced to the quota from the very first
+    /// ([`Quota`] says how each shape is kept), with no first wave of
+    /// `429`s; the origin's rate-limit headers still count, and the tightest
+    /// binds. Declared again for the same origin, the later declaration
+    /// replaces the earlier; an origin matched by both its URL and its host
+    /// takes the URL's. Needs `origin_gate`; shared through the store like
+    /// the gate (each process declares the same).
+    ///
+    /// An origin that cannot be read, a count of 0 or a span under a
+    /// millisecond make the policy invalid ([`InvalidPolicy::Quota`]).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use reqwest_backpressure::{Policy, Quota};
+    ///
+    /// // An LLM key's 500 requests a minute.
+    /// let policy = Policy::default().quota("https://api.openai.com", Quota::per_minute(500));
+    /// assert!(policy.validate().is_ok());
+    /// assert!(Policy::default().quota("not a host", Quota::per_second(5)).validate().is_err());
+    /// ```
+    #[must_use]
+    pub fn quota(mut self, origin: &str, quota: Quota) -> Self {
+        let target = Target::parse(origin);
+        self.quotas
+            .retain(|(t, _)| *t != target || *t == Target::Invalid);
+        self.quotas.push((target, quota));
+        self
+    }
+
+    /// How long the other requests to an origin wait for its first answer
+    /// while it is outstanding (never past their deadline); zero: they do
+    /// not wait. The first answer may state the origin's quota
+    /// (`RateLimit`, a vendor's limit headers), which then paces them: a
+    /// burst that left with the first request would meet a whole wave of
+    /// `429`s instead. An origin is new again after it was forgotten
+    /// (idle for five minutes). Origins with a declared [`quota`](Self::quota)
+    /// do not wait: their pace is known.
+    ///
+    /// # Default
+    ///
+    /// 500 ms (see [`Policy::default`]).
+    #[must_use]
+    pub fn first_contact(mut self, wait: Duration) -> Self {
+        self.first_contact = wait;
+        self
+    }
 }
 
 mod rules;
+
+use crate::quota::{Quota, Target};
 
 pub use rules::{InvalidPolicy, Limits};

@@ -7,6 +7,7 @@ use http::{HeaderMap, StatusCode};
 
 use super::Policy;
 use crate::origin::PacingConfig;
+use crate::quota::{Quota, Target};
 use crate::ratelimit::RateLimitHint;
 use crate::retry_after::Hint;
 
@@ -75,12 +76,30 @@ impl Policy {
             && Hint::from_headers(headers).value().is_some()
     }
 
-    pub(crate) fn pacing_config(&self) -> PacingConfig {
+    /// The settings of `origin`'s gate and pace.
+    pub(crate) fn pacing_config(&self, origin: &str) -> PacingConfig {
         PacingConfig {
             gate: self.origin_gate,
             pace: self.origin_gate && self.pacing,
             max_gate: self.max_wait,
+            first_contact: self.first_contact,
+            declared: self.declared_quota(origin),
         }
+    }
+
+    /// The quota declared for `origin`: for its URL, else for its host.
+    fn declared_quota(&self, origin: &str) -> Option<Quota> {
+        if self.quotas.is_empty() {
+            return None;
+        }
+        let find = |by_host: bool| {
+            self.quotas
+                .iter()
+                .rev()
+                .find(|(t, _)| matches!(t, Target::Host(_)) == by_host && t.matches(origin))
+                .map(|(_, q)| *q)
+        };
+        find(false).or_else(|| find(true))
     }
 
     /// Checks that the limits are usable and consistent.
@@ -116,6 +135,16 @@ impl Policy {
             .find(|s| !(s.is_client_error() || s.is_server_error()))
         {
             return Err(E::NotAnErrorStatus(s.as_u16()));
+        }
+        for (target, quota) in &self.quotas {
+            if *target == Target::Invalid {
+                return Err(E::Quota(
+                    "a declared quota's origin is neither scheme://host[:port] nor a host",
+                ));
+            }
+            if let Some(why) = quota.invalid() {
+                return Err(E::Quota(why));
+            }
         }
         Ok(())
     }
@@ -185,4 +214,7 @@ pub enum InvalidPolicy {
     /// A configured status is not 4xx or 5xx.
     #[error("status {0} is not a 4xx or 5xx status")]
     NotAnErrorStatus(u16),
+    /// A declared quota cannot be used.
+    #[error("invalid quota: {0}")]
+    Quota(&'static str),
 }

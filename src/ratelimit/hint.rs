@@ -78,6 +78,18 @@ impl RateLimitHint {
         self.retry_in
     }
 
+    /// PLACEHOLDER until the parser lands.
+    #[must_use]
+    pub fn limit(&self) -> Option<u64> {
+        None
+    }
+
+    /// PLACEHOLDER until the parser lands.
+    #[must_use]
+    pub fn window(&self) -> Option<std::time::Duration> {
+        None
+    }
+
     /// Whether the headers gave no usable limit at all.
     #[must_use]
     pub fn is_empty(&self) -> bool {

@@ -53,7 +53,7 @@ impl<'a, S: Store> Task<'a, S> {
     /// Otherwise the time of admission is read when it comes.
     pub(super) async fn admit(&mut self, now: Option<Instant>) -> Result<Instant, Halt> {
         let policy = self.planner.policy();
-        let pacing = policy.pacing_config();
+        let pacing = policy.pacing_config(&self.origin);
         let mut now = now;
         if self.state.attempts() == 0
             && let Some(deposit) = admission::deposit(&**self.store, &policy.retry_budget)
@@ -120,6 +120,10 @@ impl<'a, S: Store> Task<'a, S> {
                         d
                     };
                     self.waiting(None, WaitReason::Gate, d);
+                    d
+                }
+                Admission::FirstAnswer(d) => {
+                    self.waiting(None, WaitReason::FirstAnswer, d);
                     d
                 }
                 Admission::QueueAhead(d) => {

@@ -26,6 +26,7 @@ impl<S: Store> Task<'_, S> {
     pub(super) fn settle(
         &mut self,
         response: &Response,
+        sent: Instant,
     ) -> Result<Outcome, (RateLimitHint, SystemTime)> {
         let policy = self.planner.policy();
         // The clock is read only if a header or a pushback needs it.
@@ -37,13 +38,22 @@ impl<S: Store> Task<'_, S> {
             return Err((rate_limit, received_at.unwrap_or_else(SystemTime::now)));
         }
         self.planner.finish(&mut self.state);
+        let (limit, window) = (rate_limit.limit(), rate_limit.window());
         Ok(match (rate_limit.remaining(), rate_limit.reset()) {
             (_, Some(reset_in)) if policy.proactive_gate && rate_limit.exhausted() => {
-                Outcome::Exhausted { reset_in }
+                Outcome::Exhausted {
+                    reset_in,
+                    limit,
+                    window,
+                    sent_ago: sent.elapsed(),
+                }
             }
             (Some(remaining), Some(reset_in)) if policy.proactive_gate => Outcome::Quota {
                 remaining,
                 reset_in,
+                limit,
+                window,
+                sent_ago: sent.elapsed(),
             },
             _ => Outcome::Admitted,
         })
@@ -146,7 +156,7 @@ impl<S: Store> Task<'_, S> {
     /// time) costs the shared view one observation, never the caller's
     /// response.
     pub(super) async fn record(&self, origin: &str, outcome: Outcome) {
-        let pacing = self.planner.policy().pacing_config();
+        let pacing = self.planner.policy().pacing_config(origin);
         let Some(record) = admission::record(&**self.store, origin, pacing, outcome) else {
             return;
         };

@@ -183,7 +183,7 @@ impl<'a, S: Store> Task<'a, S> {
                             Ok(result) => result?,
                             Err(_) => return Err(Error::AttemptTimedOut.into()),
                         };
-                        let settled = self.settle(&response);
+                        let settled = self.settle(&response, now);
                         (response, settled)
                     };
                     let (rate_limit, received_at) = match settled {

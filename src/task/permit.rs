@@ -126,6 +126,8 @@ mod tests {
         gate: true,
         pace: true,
         max_gate: Duration::from_secs(60),
+        first_contact: Duration::ZERO,
+        declared: None,
     };
     const LATEST: Duration = Duration::from_secs(10);
     const O: &str = "http://permit.test:80";

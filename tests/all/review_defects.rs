@@ -23,6 +23,8 @@ fn pacing(max_gate: Duration) -> PacingConfig {
         gate: true,
         pace: true,
         max_gate,
+        first_contact: Duration::ZERO,
+        declared: None,
     }
 }
 

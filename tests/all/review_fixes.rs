@@ -111,6 +111,8 @@ async fn idle_origins_are_forgotten_and_their_memory_given_back() {
         gate: true,
         pace: true,
         max_gate: Duration::from_secs(60),
+        first_contact: Duration::ZERO,
+        declared: None,
     };
     let admitted = reqwest_backpressure::store::Outcome::Admitted;
     for i in 0..5_000 {
@@ -173,6 +175,8 @@ fn a_refusal_reports_the_servers_time_beyond_the_capped_gate() {
         gate: true,
         pace: true,
         max_gate: Duration::from_secs(2),
+        first_contact: Duration::ZERO,
+        declared: None,
     };
     let mut origin = OriginState::new(Duration::ZERO);
     origin.on_pushback(cfg, Duration::ZERO, Some(Duration::from_secs(5)));

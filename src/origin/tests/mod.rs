@@ -5,6 +5,7 @@ use super::pace::Mode;
 use super::*;
 
 mod gate;
+mod known;
 mod pace;
 mod quota;
 mod slots;
@@ -14,6 +15,8 @@ const ON: PacingConfig = PacingConfig {
     gate: true,
     pace: true,
     max_gate: Duration::from_secs(60),
+    first_contact: Duration::ZERO,
+    declared: None,
 };
 
 const LONG: Duration = Duration::from_secs(60);
@@ -73,6 +76,8 @@ const CAPPED: PacingConfig = PacingConfig {
     gate: true,
     pace: true,
     max_gate: Duration::from_secs(2),
+    first_contact: Duration::ZERO,
+    declared: None,
 };
 
 /// The reservations of `n` tasks queued at `now`.
@@ -105,7 +110,7 @@ proptest::proptest! {
                         Admission::Now | Admission::Reopened => {
                             proptest::prop_assert!(gate.is_none_or(|g| g <= now));
                         }
-                        Admission::SlotReserved(d, _) | Admission::GateClosed(d) | Admission::QuotaHeld(d) | Admission::QueueAhead(d) => {
+                        Admission::SlotReserved(d, _) | Admission::GateClosed(d) | Admission::QuotaHeld(d) | Admission::QueueAhead(d) | Admission::FirstAnswer(d) => {
                             proptest::prop_assert!(d <= ms(arg * 10).max(TUNING.slow_start_ahead));
                         }
                         Admission::Refused { free_in } => {
@@ -117,7 +122,7 @@ proptest::proptest! {
                 3 => o.on_pushback(ON, now, Some(now + ms(arg))),
                 4 => o.on_pushback(ON, now, if arg % 2 == 0 { Some(now) } else { None }),
                 _ => {
-                    let _ = o.observe(ON, now, Outcome::Exhausted { reset_in: ms(arg) });
+                    let _ = o.observe(ON, now, Outcome::Exhausted { reset_in: ms(arg), limit: None, window: None, sent_ago: Duration::ZERO });
                 }
             }
             if let Mode::Batches(b) = o.pace.mode {

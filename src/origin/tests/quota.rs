@@ -12,6 +12,9 @@ fn a_stated_quota_is_spent_by_admissions_then_holds_the_origin() {
         Outcome::Quota {
             remaining: 2,
             reset_in: ms(1000),
+            limit: None,
+            window: None,
+            sent_ago: Duration::ZERO,
         },
     );
     assert_eq!(o.admit(ON, ms(10), LONG), Admission::Now);
@@ -28,6 +31,9 @@ fn a_stated_quota_is_spent_by_admissions_then_holds_the_origin() {
         Outcome::Quota {
             remaining: 1,
             reset_in: ms(980),
+            limit: None,
+            window: None,
+            sent_ago: Duration::ZERO,
         },
     );
     assert_eq!(o.admit(ON, ms(30), LONG), Admission::GateClosed(ms(970)));
@@ -44,6 +50,9 @@ fn a_stated_quota_is_spent_by_admissions_then_holds_the_origin() {
         Outcome::Quota {
             remaining: 1,
             reset_in: ms(900),
+            limit: None,
+            window: None,
+            sent_ago: Duration::ZERO,
         },
     );
     assert_eq!(o.admit(ON, ms(1100), LONG), Admission::Now);
@@ -60,6 +69,9 @@ fn a_spent_quota_with_a_far_reset_is_held_for_the_cap_then_probed() {
         Outcome::Quota {
             remaining: 1,
             reset_in: day,
+            limit: None,
+            window: None,
+            sent_ago: Duration::ZERO,
         },
     );
     assert_eq!(o.admit(CAPPED, ms(10), LONG), Admission::Now);
@@ -87,6 +99,9 @@ fn a_spent_quota_with_a_far_reset_is_held_for_the_cap_then_probed() {
         Outcome::Quota {
             remaining: 100,
             reset_in: day * 2,
+            limit: None,
+            window: None,
+            sent_ago: Duration::ZERO,
         },
     );
     assert_eq!(o.gate_in(ms(2050)), None);
@@ -105,6 +120,9 @@ fn a_stated_count_left_spent_by_admissions_holds_without_a_zero_answer() {
         Outcome::Quota {
             remaining: 2,
             reset_in: day,
+            limit: None,
+            window: None,
+            sent_ago: Duration::ZERO,
         },
     );
     assert_eq!(o.admit(CAPPED, ms(1), LONG), Admission::Now);
@@ -117,6 +135,9 @@ fn a_stated_count_left_spent_by_admissions_holds_without_a_zero_answer() {
             Outcome::Quota {
                 remaining: 2,
                 reset_in: day - ms(t),
+                limit: None,
+                window: None,
+                sent_ago: Duration::ZERO,
             },
         );
     }
@@ -138,10 +159,22 @@ fn a_server_stating_its_quota_gets_its_batch_at_once() {
             Outcome::Quota {
                 remaining: 99 - i,
                 reset_in: ms(1000 - i * 80 / 99),
+                limit: None,
+                window: None,
+                sent_ago: Duration::ZERO,
             },
         );
     }
-    let _ = o.observe(ON, ms(80), Outcome::Exhausted { reset_in: ms(920) });
+    let _ = o.observe(
+        ON,
+        ms(80),
+        Outcome::Exhausted {
+            reset_in: ms(920),
+            limit: None,
+            window: None,
+            sent_ago: Duration::ZERO,
+        },
+    );
     let slots: Vec<Duration> = (0..100).map(|_| slot_at(&mut o, ms(1000))).collect();
     // Not spread over the 80 ms the answers took: all right after the probe.
     assert!(slots[1..].iter().all(|s| *s == slots[1]), "{slots:?}");
@@ -187,11 +220,19 @@ fn stated_window_run(tasks: usize, cap: u64, rtt: Duration, queued: Duration) ->
                     used += 1;
                     last_success = last_success.max(now);
                     let outcome = if used == cap {
-                        Outcome::Exhausted { reset_in }
+                        Outcome::Exhausted {
+                            reset_in,
+                            limit: None,
+                            window: None,
+                            sent_ago: Duration::ZERO,
+                        }
                     } else {
                         Outcome::Quota {
                             remaining: cap - used,
                             reset_in,
+                            limit: None,
+                            window: None,
+                            sent_ago: Duration::ZERO,
                         }
                     };
                     let _ = o.observe(ON, now, outcome);
@@ -214,7 +255,10 @@ fn stated_window_run(tasks: usize, cap: u64, rtt: Duration, queued: Duration) ->
                     events.push(Reverse((now + d, WAKE, task, now)));
                     false
                 }
-                Admission::GateClosed(d) | Admission::QuotaHeld(d) | Admission::QueueAhead(d) => {
+                Admission::GateClosed(d)
+                | Admission::QuotaHeld(d)
+                | Admission::QueueAhead(d)
+                | Admission::FirstAnswer(d) => {
                     events.push(Reverse((now + d, ASK, task, now)));
                     false
                 }
@@ -256,7 +300,12 @@ fn a_stated_reset_rounded_up_re_anchors_every_batch_and_loses_none() {
 #[test]
 fn an_exhausted_answer_alone_states_the_quota_until_its_reset() {
     let mut o = OriginState::new(ms(0));
-    let exhausted = Outcome::Exhausted { reset_in: ms(1000) };
+    let exhausted = Outcome::Exhausted {
+        reset_in: ms(1000),
+        limit: None,
+        window: None,
+        sent_ago: Duration::ZERO,
+    };
     assert_eq!(
         o.observe_late(ON, ms(300), ms(100), exhausted),
         Some(ms(900))
@@ -265,7 +314,7 @@ fn an_exhausted_answer_alone_states_the_quota_until_its_reset() {
     assert_eq!(o.quota.until, ms(1200));
     assert_eq!(o.quota.left, 0);
     // An answer of an earlier window leaves a later window's quota alone.
-    let _ = o.quota.on_stated(ms(1300), 40, ms(2300));
+    let _ = o.quota.on_stated(ms(1300), ms(1300), 40, ms(2300), None);
     o.observe_late(ON, ms(1400), ms(1300), exhausted);
     assert_eq!((o.quota.until, o.quota.left), (ms(2300), 40));
 }
@@ -283,7 +332,7 @@ proptest::proptest! {
         let max_gate = ms(1_000);
         let mut q = Quota::default();
         let reset = ms(5_000);
-        let _ = q.on_stated(Duration::ZERO, remaining, reset);
+        let _ = q.on_stated(Duration::ZERO, Duration::ZERO, remaining, reset, None);
         let mut spent = 0u64;
         let mut refunded = 0u64;
         let mut now = Duration::ZERO;

@@ -110,6 +110,9 @@ fn a_stated_quota_shows_what_is_left_until_its_reset() {
         Outcome::Quota {
             remaining: 3,
             reset_in: ms(1000),
+            limit: None,
+            window: None,
+            sent_ago: Duration::ZERO,
         },
     );
     let s = o.status(ms(0));
@@ -183,7 +186,7 @@ proptest::proptest! {
                     let _ = o.observe(
                         ON,
                         now,
-                        Outcome::Quota { remaining: arg % 4, reset_in: ms(arg) },
+                        Outcome::Quota { remaining: arg % 4, reset_in: ms(arg), limit: None, window: None, sent_ago: Duration::ZERO },
                     );
                 }
             }

@@ -21,6 +21,7 @@ use tokio::time::Instant;
 use super::{LeaseToken, Now, Store, StoreError};
 use crate::budget::{BudgetState, RetryBudget};
 use crate::origin::{OriginState, Outcome, PacingConfig};
+use crate::util::lock;
 
 mod counted;
 mod queue;
@@ -83,6 +84,9 @@ struct Shared {
     successes: Mutex<HashMap<String, Unwritten>>,
     /// Budget deposits not yet written.
     deposits: Mutex<Deposits>,
+    /// By origin, until when this process need not write an answer of
+    /// it through (see [`Coalesced::write_through`]).
+    written: Mutex<HashMap<String, Instant>>,
 }
 
 impl<S: Clone> Clone for Coalesced<S> {
@@ -105,6 +109,35 @@ impl<S: std::fmt::Debug> std::fmt::Debug for Coalesced<S> {
 }
 
 impl<S> Coalesced<S> {
+    /// Whether a success is written at once rather than counted: this
+    /// process's first answer of the origin (tasks elsewhere may be waiting
+    /// for it: the first contact), and a stated quota once per window
+    /// (every process then spends and renews the same quota).
+    fn write_through(&self, origin: &str, outcome: Outcome) -> bool {
+        let now = Instant::now();
+        let mut written = lock(&self.shared.written);
+        if written.len() > 1024 {
+            written.retain(|_, until| *until > now);
+        }
+        let quota_until = match outcome {
+            Outcome::Quota { reset_in, .. } => Some(now + reset_in.min(crate::origin::ORIGIN_IDLE)),
+            _ => None,
+        };
+        match (written.get_mut(origin), quota_until) {
+            // The first answer: written; a quota it states is then due.
+            (None, until) => {
+                written.insert(origin.to_owned(), until.unwrap_or(now));
+                true
+            }
+            // A quota stated after the last one written reset.
+            (Some(at), Some(until)) if *at <= now => {
+                *at = until;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Coalesces the writes of `inner`.
     #[must_use]
     pub fn new(inner: S) -> Self {
@@ -114,6 +147,7 @@ impl<S> Coalesced<S> {
                 queues: Mutex::default(),
                 successes: Mutex::default(),
                 deposits: Mutex::new(Deposits::new(Instant::now())),
+                written: Mutex::default(),
             }),
             timeout: None,
         }
@@ -188,7 +222,9 @@ impl<S: Store + Clone> Store for Coalesced<S> {
         pacing: PacingConfig,
         outcome: Outcome,
     ) -> Result<Option<Duration>, StoreError> {
-        if let Outcome::Admitted | Outcome::Quota { .. } = outcome {
+        if let Outcome::Admitted | Outcome::Quota { .. } = outcome
+            && !self.write_through(origin, outcome)
+        {
             // Counted here; written within `FLUSH_EVERY`, or with this
             // process's next write to the origin. A stated quota is not
             // kept (a write per answer would cost a round trip per

@@ -36,6 +36,8 @@ const PACING: PacingConfig = PacingConfig {
     gate: true,
     pace: true,
     max_gate: Duration::from_secs(60),
+    first_contact: Duration::ZERO,
+    declared: None,
 };
 /// How long a task accepts to wait, in the checks.
 const LATEST: Duration = Duration::from_secs(10);
@@ -163,6 +165,9 @@ pub async fn concurrent_admits_spend_a_stated_quota_once<S: Store + Clone>(store
     let quota = Outcome::Quota {
         remaining: 5,
         reset_in: Duration::from_secs(5),
+        limit: None,
+        window: None,
+        sent_ago: Duration::ZERO,
     };
     store
         .update_origin(o, move |s, now| s.observe(PACING, now.time(), quota))

@@ -113,6 +113,8 @@ async fn successes_reach_the_shared_pace_without_another_write() {
             gate: true,
             pace: true,
             max_gate: Duration::from_secs(60),
+            first_contact: Duration::ZERO,
+            declared: None,
         };
         let o = "http://example.test:80";
         let m = reqwest_backpressure::MemoryStore::new();
@@ -187,6 +189,8 @@ async fn a_burst_of_pushbacks_is_written_together_and_gates_from_the_answer() {
             gate: true,
             pace: true,
             max_gate: Duration::from_secs(60),
+            first_contact: Duration::ZERO,
+            declared: None,
         };
         let mut conn = redis.conn();
         let () = redis::cmd("CONFIG")

@@ -187,6 +187,8 @@ async fn successes_left_by_a_failed_write_reach_redis_without_another_write() {
             gate: true,
             pace: true,
             max_gate: Duration::from_secs(60),
+            first_contact: Duration::ZERO,
+            declared: None,
         };
         let o = "http://s.test:80";
         redis.signal("-STOP");
@@ -297,6 +299,8 @@ async fn an_admission_whose_caller_went_away_reserves_nothing() {
             gate: true,
             pace: true,
             max_gate: Duration::from_secs(60),
+            first_contact: Duration::ZERO,
+            declared: None,
         };
         let o = "http://admit.test:80";
         let back = Outcome::Pushback {
@@ -422,6 +426,8 @@ async fn a_lazy_store_on_a_redis_cluster_node_refuses_every_operation() {
             gate: true,
             pace: true,
             max_gate: Duration::from_secs(60),
+            first_contact: Duration::ZERO,
+            declared: None,
         };
         let ungated = PacingConfig {
             gate: false,
@@ -506,6 +512,8 @@ async fn tasks_dropped_while_they_wait_for_a_shared_slot_give_it_back() {
             gate: true,
             pace: true,
             max_gate: Duration::from_secs(60),
+            first_contact: Duration::ZERO,
+            declared: None,
         };
         for _ in 0..5 {
             a.record(

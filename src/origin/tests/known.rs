@@ -1,0 +1,206 @@
+//! Known quotas, with fixed times: a stated quota of known size renews at
+//! its reset, the first answer is waited for, and a declared quota paces
+//! from the first request.
+
+use super::*;
+use crate::Quota as Declared;
+
+/// What a success stating `remaining` of a quota of `limit` per second,
+/// reset `reset_in` from now, to a request sent `sent_ago` before, reads as.
+fn stated(remaining: u64, reset_in: Duration, limit: u64, sent_ago: Duration) -> Outcome {
+    Outcome::Quota {
+        remaining,
+        reset_in,
+        limit: Some(limit),
+        window: Some(ms(1000)),
+        sent_ago,
+    }
+}
+
+fn admitted_now(o: &mut OriginState, cfg: PacingConfig, now: Duration, n: usize) -> usize {
+    (0..n)
+        .filter(|_| {
+            matches!(
+                o.admit(cfg, now, LONG),
+                Admission::Now | Admission::Reopened
+            )
+        })
+        .count()
+}
+
+#[test]
+fn a_stated_quota_of_known_size_renews_at_its_reset_with_no_probe() {
+    let mut o = OriginState::new(ms(0));
+    o.observe(ON, ms(0), stated(2, ms(1000), 3, ms(0)));
+    assert_eq!(admitted_now(&mut o, ON, ms(10), 5), 2);
+    assert_eq!(o.gate_in(ms(10)), Some(ms(990)));
+    // At the reset the whole quota is there again, for as many tasks at once.
+    assert_eq!(admitted_now(&mut o, ON, ms(1000), 5), 3);
+    assert_eq!(o.admit(ON, ms(1000), LONG), Admission::GateClosed(ms(1000)));
+    // And again a window later, in the server's phase.
+    assert_eq!(admitted_now(&mut o, ON, ms(2005), 5), 3);
+    // After a long silence the phase is a guess: a window opens at once and
+    // closes a whole window later.
+    assert_eq!(admitted_now(&mut o, ON, ms(9500), 5), 3);
+    assert_eq!(o.gate_in(ms(9500)), Some(ms(1000)));
+}
+
+#[test]
+fn an_answer_to_a_request_sent_before_the_window_opened_changes_nothing() {
+    let mut o = OriginState::new(ms(0));
+    o.observe(ON, ms(0), stated(2, ms(1000), 3, ms(0)));
+    assert_eq!(admitted_now(&mut o, ON, ms(10), 2), 2);
+    assert_eq!(admitted_now(&mut o, ON, ms(1000), 1), 1);
+    // The last answers of the old window arrive late, rounded up to the
+    // new window's reset: remaining 0, then exhausted.
+    o.observe(ON, ms(1010), stated(0, ms(1000), 3, ms(1000)));
+    o.observe(
+        ON,
+        ms(1010),
+        Outcome::Exhausted {
+            reset_in: ms(1000),
+            limit: Some(3),
+            window: Some(ms(1000)),
+            sent_ago: ms(1000),
+        },
+    );
+    assert_eq!(admitted_now(&mut o, ON, ms(1020), 5), 2);
+    // One sent in this window counts: none left.
+    let mut o2 = o;
+    o2.observe(ON, ms(1030), stated(0, ms(970), 3, ms(5)));
+    assert_eq!(o2.gate_in(ms(1030)), Some(ms(970)));
+}
+
+#[test]
+fn an_exhausted_quota_of_known_size_holds_without_closing_the_gate() {
+    let mut o = OriginState::new(ms(0));
+    o.observe(ON, ms(0), stated(5, ms(1000), 5, ms(0)));
+    o.observe(
+        ON,
+        ms(100),
+        Outcome::Exhausted {
+            reset_in: ms(900),
+            limit: Some(5),
+            window: Some(ms(1000)),
+            sent_ago: ms(1),
+        },
+    );
+    assert_eq!(o.gate_in(ms(100)), Some(ms(900)));
+    assert_eq!(o.gate_until(ms(100)), None, "the gate itself stays open");
+    assert_eq!(admitted_now(&mut o, ON, ms(1000), 9), 5);
+}
+
+#[test]
+fn after_a_penalty_a_quota_of_known_size_governs_again() {
+    let mut o = OriginState::new(ms(0));
+    o.observe(ON, ms(0), stated(50, ms(2000), 50, ms(0)));
+    assert_eq!(admitted_now(&mut o, ON, ms(10), 10), 10);
+    // A secondary limit: come back in 3 s.
+    o.observe(
+        ON,
+        ms(20),
+        Outcome::Pushback {
+            retry_in: Some(ms(3000)),
+        },
+    );
+    assert!(matches!(
+        o.admit(ON, ms(100), LONG),
+        Admission::GateClosed(_)
+    ));
+    assert_eq!(o.admit(ON, ms(3020), LONG), Admission::Reopened);
+    // No pace learned from the penalty: the quota's whole renewal goes.
+    assert_eq!(o.rate(), 0.0);
+    assert_eq!(admitted_now(&mut o, ON, ms(3030), 60), 49);
+}
+
+const FIRST: PacingConfig = PacingConfig {
+    first_contact: Duration::from_millis(500),
+    ..ON
+};
+
+#[test]
+fn others_wait_for_the_first_answer_a_little_then_less_often() {
+    let mut o = OriginState::new(ms(0));
+    assert_eq!(o.admit(FIRST, ms(0), LONG), Admission::Now);
+    assert_eq!(o.admit(FIRST, ms(0), LONG), Admission::FirstAnswer(ms(2)));
+    assert_eq!(o.admit(FIRST, ms(30), LONG), Admission::FirstAnswer(ms(30)));
+    assert_eq!(
+        o.admit(FIRST, ms(300), LONG),
+        Admission::FirstAnswer(ms(50))
+    );
+    assert_eq!(
+        o.admit(FIRST, ms(480), LONG),
+        Admission::FirstAnswer(ms(20))
+    );
+    // A task that cannot wait that long goes.
+    assert_eq!(o.admit(FIRST, ms(300), ms(10)), Admission::Now);
+    // The answer states a quota: it paces the rest.
+    o.observe(FIRST, ms(40), stated(2, ms(960), 3, ms(40)));
+    assert_eq!(admitted_now(&mut o, FIRST, ms(41), 5), 2);
+}
+
+#[test]
+fn a_first_contact_whose_answer_is_late_is_replaced() {
+    let mut o = OriginState::new(ms(0));
+    assert_eq!(o.admit(FIRST, ms(0), LONG), Admission::Now);
+    // Its answer never came: the first to ask after the wait goes instead.
+    assert_eq!(o.admit(FIRST, ms(500), LONG), Admission::Now);
+    assert_eq!(o.admit(FIRST, ms(501), LONG), Admission::FirstAnswer(ms(2)));
+    // Any answer ends the wait, a pushback too.
+    o.on_pushback(FIRST, ms(510), Some(ms(520)));
+    assert_eq!(o.admit(FIRST, ms(520), LONG), Admission::Reopened);
+    assert_eq!(OriginState::decode(&o.encode()), Some(o));
+}
+
+#[test]
+fn a_declared_window_paces_the_first_burst_in_batches() {
+    let cfg = PacingConfig {
+        first_contact: Duration::from_millis(500),
+        declared: Some(Declared::per_second(3)),
+        ..ON
+    };
+    let mut o = OriginState::new(ms(5000));
+    // No wait for a first answer: the pace is known.
+    assert_eq!(admitted_now(&mut o, cfg, ms(5000), 3), 3);
+    let later: Vec<Duration> = (0..4)
+        .map(|_| match o.admit(cfg, ms(5000), LONG) {
+            Admission::SlotReserved(d, _) => d,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    // Each batch a period and its margin after the one before.
+    assert_eq!(later, vec![ms(1020), ms(1020), ms(1020), ms(2040)]);
+    assert_eq!(OriginState::decode(&o.encode()), Some(o));
+}
+
+#[test]
+fn a_declared_bucket_lets_its_burst_go_then_one_an_interval() {
+    let cfg = PacingConfig {
+        declared: Some(Declared::new(4, ms(1000)).refilled()),
+        ..ON
+    };
+    let mut o = OriginState::new(ms(0));
+    assert_eq!(admitted_now(&mut o, cfg, ms(0), 4), 4);
+    let later: Vec<Duration> = (0..3)
+        .map(|_| match o.admit(cfg, ms(0), LONG) {
+            Admission::SlotReserved(d, _) => d,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(later, vec![ms(250), ms(500), ms(750)]);
+    assert_eq!(OriginState::decode(&o.encode()), Some(o));
+}
+
+#[test]
+fn a_declared_quota_brings_a_faster_learned_pace_down() {
+    let declared = PacingConfig {
+        declared: Some(Declared::per_second(5)),
+        ..ON
+    };
+    // Learned: batches of 20 a period.
+    let mut o = after_burst(20);
+    assert_eq!(o.admit(ON, ms(1000), LONG), Admission::Reopened);
+    assert!(o.rate() > 5.0);
+    let _ = o.admit(declared, ms(1001), LONG);
+    assert!(o.rate() <= 5.0, "{}", o.rate());
+}
