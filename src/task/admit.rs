@@ -53,7 +53,6 @@ impl<'a, S: Store> Task<'a, S> {
     /// Otherwise the time of admission is read when it comes.
     pub(super) async fn admit(&mut self, now: Option<Instant>) -> Result<Instant, Halt> {
         let policy = self.planner.policy();
-        let pacing = policy.pacing_config(&self.origin);
         let mut now = now;
         if self.state.attempts() == 0
             && let Some(deposit) = admission::deposit(&**self.store, &policy.retry_budget)
@@ -69,6 +68,7 @@ impl<'a, S: Store> Task<'a, S> {
         loop {
             let asked = now.take().unwrap_or_else(Instant::now);
             let limit = self.planner.admission_limit(&self.state, asked);
+            let pacing = policy.pacing_config(&self.origin);
             let Some(admit) = admission::admit(&**self.store, &self.origin, pacing, limit.latest)
             else {
                 return Ok(asked);

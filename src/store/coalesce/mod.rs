@@ -51,7 +51,9 @@ const RETRY_FLUSH: Duration = Duration::from_millis(500);
 ///   same: it is news for every task.
 /// - Counted successes are applied at the time the last of them was
 ///   counted; a stated quota ([`Outcome::Quota`]) is then not kept, only
-///   its success. Counts whose write failed are put back and written again
+///   its success. This process's first answer of an origin is written at
+///   once (tasks elsewhere may wait for it), and so is a stated quota once
+///   per window (every process spends and renews the same). Counts whose write failed are put back and written again
 ///   500 ms later (never after an error that
 ///   [refuses](StoreError::is_refused) every operation).
 /// - Leases and reads go straight to the inner store.
@@ -222,9 +224,21 @@ impl<S: Store + Clone> Store for Coalesced<S> {
         pacing: PacingConfig,
         outcome: Outcome,
     ) -> Result<Option<Duration>, StoreError> {
-        if let Outcome::Admitted | Outcome::Quota { .. } = outcome
-            && !self.write_through(origin, outcome)
-        {
+        let through = matches!(outcome, Outcome::Admitted | Outcome::Quota { .. })
+            && self.write_through(origin, outcome);
+        if through {
+            let observe =
+                move |state: &mut OriginState, now| super::observe(state, pacing, outcome, now);
+            return match self.queued(origin, true, IfAbandoned::Apply, observe).await {
+                Ok(closed) => Ok(closed),
+                Err(_) => {
+                    // Not lost: counted, and written with the next write.
+                    self.count_success(origin);
+                    Ok(None)
+                }
+            };
+        }
+        if let Outcome::Admitted | Outcome::Quota { .. } = outcome {
             // Counted here; written within `FLUSH_EVERY`, or with this
             // process's next write to the origin. A stated quota is not
             // kept (a write per answer would cost a round trip per
