@@ -233,12 +233,21 @@ impl Pace {
             Mode::Smooth { rate, burst } => {
                 // GCRA: the next slot is the theoretical arrival time, less
                 // the burst's tolerance.
-                let slot = now.max(self.next_slot.saturating_sub(tolerance(*rate, *burst)));
+                let due = now.max(self.next_slot.saturating_sub(tolerance(*rate, *burst)));
+                // A declared bucket's burst leaves at once; what must wait
+                // for a refill leaves a margin after the bucket's own time
+                // (its requests reach the server with varying delays: one on
+                // a new connection later than one on a pooled one).
+                let slot = if *burst > 1 && due > now {
+                    due + TUNING.batch_margin
+                } else {
+                    due
+                };
                 let wait = slot - now;
                 if wait > latest {
                     return Slot::TooLate(wait);
                 }
-                self.next_slot = self.next_slot.max(slot) + interval(*rate);
+                self.next_slot = self.next_slot.max(due) + interval(*rate);
                 slot
             }
         };

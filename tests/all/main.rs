@@ -10,6 +10,7 @@ mod external_store;
 mod fuzz;
 mod github;
 mod known_deviations;
+mod known_quotas;
 mod middleware;
 mod origin_status;
 mod parser;

@@ -187,7 +187,8 @@ fn a_declared_bucket_lets_its_burst_go_then_one_an_interval() {
             other => panic!("{other:?}"),
         })
         .collect();
-    assert_eq!(later, vec![ms(250), ms(500), ms(750)]);
+    // After the burst, a margin behind the bucket's own times.
+    assert_eq!(later, vec![ms(270), ms(520), ms(770)]);
     assert_eq!(OriginState::decode(&o.encode()), Some(o));
 }
 
