@@ -111,6 +111,7 @@ pub mod budget;
 mod error;
 mod extensions;
 mod http_origin;
+mod in_flight;
 #[cfg(feature = "metrics")]
 #[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 pub mod metrics;

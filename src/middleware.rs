@@ -18,7 +18,7 @@ use crate::observe::Observer;
 use crate::planner::Planner;
 use crate::policy::{InvalidPolicy, Policy};
 use crate::store::{MemoryStore, Store};
-use crate::task::{Contract, Task};
+use crate::task::{Contract, Shared, Task};
 use crate::util::far_future;
 
 /// The `Idempotency-Key` request header (IETF httpapi draft).
@@ -74,7 +74,8 @@ pub struct RetryAfterMiddleware<S = MemoryStore> {
     /// Shared with what tasks leave running when they end (a lease's or a
     /// slot's give-back the store did not finish at once).
     store: Arc<S>,
-    observer: Option<Arc<dyn Observer>>,
+    /// The observer, and caps on requests in flight by origin.
+    shared: Shared,
 }
 
 impl<S: std::fmt::Debug> std::fmt::Debug for RetryAfterMiddleware<S> {
@@ -82,7 +83,7 @@ impl<S: std::fmt::Debug> std::fmt::Debug for RetryAfterMiddleware<S> {
         f.debug_struct("RetryAfterMiddleware")
             .field("planner", &self.planner)
             .field("store", &self.store)
-            .field("observer", &self.observer.is_some())
+            .field("observer", &self.shared.observer.is_some())
             .finish()
     }
 }
@@ -123,7 +124,7 @@ impl<S: Store> RetryAfterMiddleware<S> {
         RetryAfterMiddleware {
             planner,
             store: Arc::new(store),
-            observer: None,
+            shared: Shared::default(),
         }
     }
 
@@ -132,7 +133,7 @@ impl<S: Store> RetryAfterMiddleware<S> {
         Ok(RetryAfterMiddleware {
             planner: Ok(Planner::new(policy)?),
             store: Arc::new(store),
-            observer: None,
+            shared: Shared::default(),
         })
     }
 
@@ -141,7 +142,7 @@ impl<S: Store> RetryAfterMiddleware<S> {
     /// [`observe`](crate::observe)).
     #[must_use]
     pub fn with_observer(mut self, observer: impl Observer) -> Self {
-        self.observer = Some(Arc::new(observer));
+        self.shared.observer = Some(Arc::new(observer));
         self
     }
 
@@ -221,7 +222,7 @@ impl<S: Store> RetryAfterMiddleware<S> {
         let task = Task::new(
             planner,
             &self.store,
-            self.observer.as_deref(),
+            &self.shared,
             origin_of(req.url()),
             deadline,
         );

@@ -67,6 +67,7 @@ pub struct Policy {
     pub(crate) proactive_gate: bool,
     pub(crate) idempotency_key_form: IdempotencyKeyForm,
     pub(crate) quotas: Vec<(Target, Quota)>,
+    pub(crate) in_flight: Vec<(Target, u32)>,
     pub(crate) first_contact: Duration,
 }
 
@@ -102,6 +103,8 @@ impl Default for Policy {
     ///   httpapi draft's `Idempotency-Key: "order-42"`.
     /// - `quota`: none declared: an origin's quota is learned from its
     ///   rate-limit headers, or from its pushbacks.
+    /// - `max_in_flight`: none declared: requests in flight are capped only
+    ///   where a server states a cap (`qu="concurrent-requests"`).
     /// - `first_contact`: 500 ms. While an origin's first answer is
     ///   outstanding, the other requests to it wait for that answer (up to
     ///   this long, never past their deadline), so a quota its headers
@@ -128,6 +131,7 @@ impl Default for Policy {
             proactive_gate: true,
             idempotency_key_form: IdempotencyKeyForm::SfString,
             quotas: Vec::new(),
+            in_flight: Vec::new(),
             first_contact: Duration::from_millis(500),
         }
     }
@@ -331,6 +335,29 @@ impl Policy {
         self.quotas
             .retain(|(t, _)| *t != target || *t == Target::Invalid);
         self.quotas.push((target, quota));
+        self
+    }
+
+    /// Caps the requests to `origin` (as in [`quota`](Self::quota): a URL's
+    /// origin or a bare host) in flight at once, in this process, at `n`
+    /// (GitHub allows 100). A task holds a permit from before its send
+    /// until its answer's headers arrive, and gives it back then (also
+    /// while it waits for a retry), or when it is dropped. A cap the server
+    /// states (`RateLimit-Policy: "c";q=10;qu="concurrent-requests"`) holds
+    /// as well; the lower binds. A cap of 0 makes the policy invalid.
+    ///
+    /// ```
+    /// use reqwest_backpressure::Policy;
+    /// let policy = Policy::default().max_in_flight("api.github.com", 100);
+    /// assert!(policy.validate().is_ok());
+    /// assert!(Policy::default().max_in_flight("api.github.com", 0).validate().is_err());
+    /// ```
+    #[must_use]
+    pub fn max_in_flight(mut self, origin: &str, n: u32) -> Self {
+        let target = Target::parse(origin);
+        self.in_flight
+            .retain(|(t, _)| *t != target || *t == Target::Invalid);
+        self.in_flight.push((target, n));
         self
     }
 

@@ -89,17 +89,12 @@ impl Policy {
 
     /// The quota declared for `origin`: for its URL, else for its host.
     fn declared_quota(&self, origin: &str) -> Option<Quota> {
-        if self.quotas.is_empty() {
-            return None;
-        }
-        let find = |by_host: bool| {
-            self.quotas
-                .iter()
-                .rev()
-                .find(|(t, _)| matches!(t, Target::Host(_)) == by_host && t.matches(origin))
-                .map(|(_, q)| *q)
-        };
-        find(false).or_else(|| find(true))
+        declared_for(&self.quotas, origin)
+    }
+
+    /// The cap on requests in flight declared for `origin`.
+    pub(crate) fn declared_in_flight(&self, origin: &str) -> Option<u32> {
+        declared_for(&self.in_flight, origin)
     }
 
     /// Checks that the limits are usable and consistent.
@@ -135,6 +130,16 @@ impl Policy {
             .find(|s| !(s.is_client_error() || s.is_server_error()))
         {
             return Err(E::NotAnErrorStatus(s.as_u16()));
+        }
+        for (target, n) in &self.in_flight {
+            if *target == Target::Invalid {
+                return Err(E::Quota(
+                    "a cap's origin is neither scheme://host[:port] nor a host",
+                ));
+            }
+            if *n == 0 {
+                return Err(E::Quota("a cap on requests in flight must be at least 1"));
+            }
         }
         for (target, quota) in &self.quotas {
             if *target == Target::Invalid {
@@ -217,4 +222,20 @@ pub enum InvalidPolicy {
     /// A declared quota cannot be used.
     #[error("invalid quota: {0}")]
     Quota(&'static str),
+}
+
+/// What is declared for `origin` in `declared`: for its URL, else for its
+/// host (the latest declaration of each).
+fn declared_for<T: Copy>(declared: &[(Target, T)], origin: &str) -> Option<T> {
+    if declared.is_empty() {
+        return None;
+    }
+    let find = |by_host: bool| {
+        declared
+            .iter()
+            .rev()
+            .find(|(t, _)| matches!(t, Target::Host(_)) == by_host && t.matches(origin))
+            .map(|(_, v)| *v)
+    };
+    find(false).or_else(|| find(true))
 }

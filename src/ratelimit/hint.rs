@@ -90,6 +90,12 @@ impl RateLimitHint {
         None
     }
 
+    /// PLACEHOLDER until the parser lands.
+    #[must_use]
+    pub fn concurrency(&self) -> Option<u64> {
+        None
+    }
+
     /// Whether the headers gave no usable limit at all.
     #[must_use]
     pub fn is_empty(&self) -> bool {

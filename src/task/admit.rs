@@ -89,7 +89,7 @@ impl<'a, S: Store> Task<'a, S> {
             let wait = match admission {
                 Admission::Now => return Ok(admitted()),
                 Admission::Reopened => {
-                    if let Some(o) = self.observer {
+                    if let Some(o) = self.observer() {
                         o.on_gate_reopened(&observe::GateReopened {
                             origin: &self.origin,
                         });

@@ -35,6 +35,11 @@ impl<S: Store> Task<'_, S> {
         let rate_limit = self.rate_limit(response, || {
             *received_at.get_or_insert_with(SystemTime::now)
         });
+        if let Some(cap) = rate_limit.concurrency() {
+            let origin = answered_by(&self.origin, response.url());
+            let declared = policy.declared_in_flight(&origin);
+            self.shared.in_flight.stated(&origin, cap, declared);
+        }
         if policy.is_pushback_response(response.status(), &rate_limit, response.headers()) {
             return Err((rate_limit, received_at.unwrap_or_else(SystemTime::now)));
         }

@@ -24,6 +24,7 @@ use tokio::time::Instant;
 
 use crate::error::Error;
 use crate::extensions::{Attempt, IdempotencyKey};
+use crate::in_flight::{InFlight, InFlightPermit};
 use crate::observe::{self, Observer, WaitReason};
 use crate::planner::{Claim, Planner, StopReason, StoreFault, TaskState};
 use crate::store::{Store, StoreError};
@@ -44,7 +45,8 @@ use permit::Permit;
 pub(crate) struct Task<'a, S: Store> {
     planner: &'a Planner,
     store: &'a Arc<S>,
-    observer: Option<&'a dyn Observer>,
+    /// The middleware's observer and caps on requests in flight.
+    shared: &'a Shared,
     /// The origin the request is sent to (`scheme://host:port`).
     origin: String,
     state: TaskState,
@@ -56,10 +58,19 @@ pub(crate) struct Task<'a, S: Store> {
     last: Option<Box<Response>>,
     /// The origin and reason of the wait the observer was told of and not
     /// yet told the end of (only with an observer).
-    pending_wait: Option<(String, WaitReason)>,
+    /// (Boxed: the task's future keeps a pointer, not the origin's name.)
+    pending_wait: Option<Box<(String, WaitReason)>>,
     /// What the next send holds (a retry token granted to it): given back
     /// if the task ends first.
     permit: Permit<'a, S>,
+}
+
+/// What a middleware's tasks share besides the planner and the store: its
+/// observer, and its caps on requests in flight (one pointer in a task).
+#[derive(Default)]
+pub(crate) struct Shared {
+    pub(crate) observer: Option<Arc<dyn Observer>>,
+    pub(crate) in_flight: InFlight,
 }
 
 /// A task dropped while it waits still ends its wait for the observer (and
@@ -74,14 +85,14 @@ impl<'a, S: Store> Task<'a, S> {
     pub(crate) fn new(
         planner: &'a Planner,
         store: &'a Arc<S>,
-        observer: Option<&'a dyn Observer>,
+        shared: &'a Shared,
         origin: String,
         deadline: Instant,
     ) -> Self {
         Task {
             planner,
             store,
-            observer,
+            shared,
             origin,
             state: TaskState::new(deadline),
             retry_at: None,
@@ -135,6 +146,21 @@ impl<'a, S: Store> Task<'a, S> {
                 None => None,
             };
             loop {
+                // A cap on requests in flight: a permit held until the
+                // answer arrives (boxed: most origins have none).
+                let in_flight = {
+                    let acquire = self.in_flight_permit().map(Box::pin);
+                    match acquire {
+                        None => Some(None),
+                        Some(acquire) => acquire.await,
+                    }
+                };
+                let Some(in_flight) = in_flight else {
+                    return self.halt(Halt::Stop(StopReason::DeadlineExhausted));
+                };
+                if in_flight.is_some() {
+                    started = None;
+                }
                 // Wait at the origin's gate and for a paced slot: no attempt
                 // is spent here.
                 let now = match self.admit(started.take()).await {
@@ -165,7 +191,7 @@ impl<'a, S: Store> Task<'a, S> {
                 // The attempt leaves: what its permit holds is spent.
                 self.permit.take().send();
                 extensions.insert(Attempt::new(attempt));
-                if let Some(o) = self.observer {
+                if let Some(o) = self.observer() {
                     o.on_send(&observe::Send {
                         origin: &self.origin,
                         attempt,
@@ -184,6 +210,9 @@ impl<'a, S: Store> Task<'a, S> {
                             Err(_) => return Err(Error::AttemptTimedOut.into()),
                         };
                         let settled = self.settle(&response, now);
+                        // The answer is in: the request is no longer in
+                        // flight.
+                        drop(in_flight);
                         (response, settled)
                     };
                     let (rate_limit, received_at) = match settled {
@@ -214,6 +243,29 @@ impl<'a, S: Store> Task<'a, S> {
                 self.end_wait(false);
             }
         }
+    }
+
+    /// The middleware's observer, if it has one.
+    fn observer(&self) -> Option<&'a dyn Observer> {
+        self.shared.observer.as_deref()
+    }
+
+    /// A permit for one request in flight to the origin, once one is free,
+    /// when it has a cap (declared, or stated by the server); `None` when
+    /// it has none, with nothing to await.
+    ///
+    /// The future answers `None` when the deadline passed first, else the
+    /// permit (`None` inside: the origin has no cap after all).
+    #[allow(clippy::type_complexity)]
+    fn in_flight_permit(
+        &self,
+    ) -> Option<impl Future<Output = Option<Option<Box<InFlightPermit>>>> + Send + '_> {
+        let declared = self.planner.policy().declared_in_flight(&self.origin);
+        self.shared.in_flight.applies(declared).then(|| async move {
+            self.bounded_raw(self.shared.in_flight.acquire(&self.origin, declared))
+                .await
+                .map(|permit| permit.map(Box::new))
+        })
     }
 
     /// Sends one attempt, bounded by the deadline (elapsed: the caller

@@ -17,7 +17,8 @@ impl<S: Store> Task<'_, S> {
     /// Tells the observer that the wait it was told of ended (`dropped`:
     /// the task's future was dropped during it).
     pub(super) fn end_wait(&mut self, dropped: bool) {
-        if let (Some(o), Some((origin, reason))) = (self.observer, self.pending_wait.take()) {
+        if let (Some(o), Some(pending)) = (self.observer(), self.pending_wait.take()) {
+            let (origin, reason) = *pending;
             o.on_wait_end(&observe::WaitEnd {
                 origin: &origin,
                 reason,
@@ -29,7 +30,7 @@ impl<S: Store> Task<'_, S> {
     /// The store's count of operations run on local state, to compare after
     /// a call (0 without an observer: nothing to tell).
     pub(super) fn fallbacks_now(&self) -> u64 {
-        match self.observer {
+        match self.observer() {
             Some(_) => self.store.local_fallbacks(),
             None => 0,
         }
@@ -44,7 +45,7 @@ impl<S: Store> Task<'_, S> {
         before: u64,
         ran_locally: bool,
     ) {
-        if let Some(o) = self.observer
+        if let Some(o) = self.observer()
             && (ran_locally || self.store.local_fallbacks() > before)
         {
             o.on_local_state(&observe::LocalState { origin, operation });
@@ -53,7 +54,7 @@ impl<S: Store> Task<'_, S> {
 
     /// Tells the observer that `origin`'s gate closed for `d`.
     pub(super) fn gate_closed(&self, origin: &str, d: std::time::Duration) {
-        if let Some(o) = self.observer {
+        if let Some(o) = self.observer() {
             o.on_gate_closed(&observe::GateClosed {
                 origin,
                 duration: d,
@@ -70,7 +71,7 @@ impl<S: Store> Task<'_, S> {
         reason: WaitReason,
         d: std::time::Duration,
     ) {
-        let Some(o) = self.observer else {
+        let Some(o) = self.observer() else {
             return;
         };
         let origin = answered.unwrap_or(&self.origin);
@@ -84,12 +85,12 @@ impl<S: Store> Task<'_, S> {
             until_wall: wall_in(d),
         });
         let origin = origin.to_owned();
-        self.pending_wait = Some((origin, reason));
+        self.pending_wait = Some(Box::new((origin, reason)));
     }
 
     /// Tells the observer that the task stopped with `code`.
     pub(super) fn stopped(&self, code: &'static str) {
-        if let Some(o) = self.observer {
+        if let Some(o) = self.observer() {
             o.on_stop(&observe::Stop {
                 origin: &self.origin,
                 attempts: self.state.attempts(),

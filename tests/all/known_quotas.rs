@@ -180,3 +180,67 @@ async fn the_wait_for_a_first_answer_is_bounded() {
         assert!(*d < Duration::from_millis(1500), "{after:?}");
     }
 }
+
+/// A server that answers after `delay` and counts the requests it is
+/// answering at once, at most.
+async fn slow_server(
+    delay: Duration,
+    headers: &'static [(&'static str, &'static str)],
+) -> (MockServer, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let server = MockServer::start().await;
+    let now = Arc::new(AtomicUsize::new(0));
+    let most = Arc::new(AtomicUsize::new(0));
+    let (n, m) = (Arc::clone(&now), Arc::clone(&most));
+    // A responder runs when the request arrives; the answer leaves `delay`
+    // later: counted in flight from arrival until a timer takes it off.
+    Mock::given(method("GET"))
+        .respond_with(move |_: &wiremock::Request| {
+            let inside = n.fetch_add(1, Ordering::SeqCst) + 1;
+            m.fetch_max(inside, Ordering::SeqCst);
+            let n = Arc::clone(&n);
+            std::thread::spawn(move || {
+                std::thread::sleep(delay - Duration::from_millis(20));
+                n.fetch_sub(1, Ordering::SeqCst);
+            });
+            let mut t = ResponseTemplate::new(200).set_delay(delay);
+            for (k, v) in headers {
+                t = t.insert_header(*k, *v);
+            }
+            t
+        })
+        .mount(&server)
+        .await;
+    (server, most)
+}
+
+#[tokio::test]
+async fn a_declared_cap_holds_requests_in_flight_to_it() {
+    use std::sync::atomic::Ordering;
+    let (server, most) = slow_server(Duration::from_millis(200), &[]).await;
+    let client = client(exact().max_in_flight(&server.uri(), 3));
+    let started = std::time::Instant::now();
+    burst(&client, &server.uri(), 12).await;
+    assert!(
+        most.load(Ordering::SeqCst) <= 3,
+        "{} at once",
+        most.load(Ordering::SeqCst)
+    );
+    // Four rounds of three.
+    assert!(
+        started.elapsed() >= Duration::from_millis(750),
+        "{:?}",
+        started.elapsed()
+    );
+    // Dropped tasks give their permits back: a later burst is not stuck.
+    let dropped =
+        futures_util::future::join_all((0..3).map(|_| {
+            tokio::time::timeout(Duration::from_millis(50), client.get(server.uri()).send())
+        }))
+        .await;
+    assert!(dropped.iter().all(Result::is_err));
+    tokio::time::timeout(Duration::from_secs(5), burst(&client, &server.uri(), 3))
+        .await
+        .expect("permits came back");
+}
