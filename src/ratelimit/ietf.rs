@@ -52,7 +52,7 @@ pub(crate) fn read(headers: &HeaderMap, fold: &mut Fold) {
     let remaining = integer_field(headers, &RATELIMIT_REMAINING);
     let reset = integer_field(headers, &RATELIMIT_RESET).map(Duration::from_secs);
     if remaining.is_some() || reset.is_some() {
-        fold.push(Limit { remaining, reset });
+        fold.push(Limit::new(remaining, reset));
     }
 }
 
@@ -112,10 +112,7 @@ fn policy(entry: &ListEntry) -> Option<Limit> {
         None => None,
         Some(t) => Some(Duration::from_secs(non_negative(t)?)),
     };
-    Some(Limit {
-        remaining: Some(remaining),
-        reset,
-    })
+    Some(Limit::new(Some(remaining), reset))
 }
 
 /// The draft-07 Dictionary: `limit`, `remaining` and `reset`, all
@@ -126,8 +123,8 @@ fn draft07(dict: &Dictionary) -> Option<Limit> {
         _ => None,
     };
     member("limit")?;
-    Some(Limit {
-        remaining: Some(member("remaining")?),
-        reset: Some(Duration::from_secs(member("reset")?)),
-    })
+    Some(Limit::new(
+        Some(member("remaining")?),
+        Some(Duration::from_secs(member("reset")?)),
+    ))
 }
