@@ -150,10 +150,14 @@ impl Default for RateLimitHeaders {
 
 impl RateLimitHeaders {
     /// The IETF fields: draft-10 `RateLimit` (a list of policies with `r`
-    /// and `t`; express-rate-limit's draft-8 form is the same shape), the
-    /// draft-07 `RateLimit` dictionary (`limit`, `remaining`, `reset`), and
-    /// draft-06 `RateLimit-Remaining` with `RateLimit-Reset` (a delay in
-    /// seconds). `RateLimit-Policy` describes quotas only and is not read.
+    /// and `t`; express-rate-limit's draft-8 form is the same shape) with
+    /// the quotas of `RateLimit-Policy` (`q`, `w`, `qu`, matched by policy
+    /// name), the draft-07 `RateLimit` dictionary (`limit`, `remaining`,
+    /// `reset`), and draft-06 `RateLimit-Remaining` with `RateLimit-Reset`
+    /// (a delay in seconds) and the quota of `RateLimit-Limit` (an Integer,
+    /// optionally with a `w` window). A `qu="concurrent-requests"` policy
+    /// gives [`RateLimitHint::concurrency`]; see [`RateLimitHint`] for how
+    /// limits in other units fold.
     #[must_use]
     pub fn ietf() -> Self {
         RateLimitHeaders {

@@ -13,6 +13,12 @@ pub(crate) enum Unit {
     Requests,
     /// Tokens in a window (OpenAI's and Anthropic's token limits).
     Tokens,
+    /// Requests in flight at once (IETF `qu="concurrent-requests"`): its
+    /// count is not a window's, its quota is a concurrency cap.
+    Concurrent,
+    /// Any other unit (IETF `qu="content-bytes"`, or a unit no draft
+    /// names).
+    Other,
 }
 
 /// One limit read from the headers: how much quota is left, and when it
@@ -58,11 +64,24 @@ impl Limit {
 /// - [`limit`](Self::limit) and [`window`](Self::window): the quota per
 ///   window, and the window, of the *binding* limit, the one with the
 ///   smallest count (the one [`remaining`](Self::remaining) comes from),
-///   when it counts requests and stated its quota.
+///   when it counts requests and stated its quota;
+/// - [`concurrency`](Self::concurrency): the smallest cap on requests in
+///   flight.
 ///
-/// A token limit (OpenAI's, Anthropic's) folds into the count like a
-/// request limit, but never gives [`limit`](Self::limit) or
-/// [`window`](Self::window).
+/// Limits that do not count requests in a window fold apart:
+///
+/// - a concurrency limit (IETF `qu="concurrent-requests"`) only gives
+///   [`concurrency`](Self::concurrency): its count is of requests in
+///   flight, not what is left of a window;
+/// - a limit in another unit (IETF `qu="content-bytes"`, or a unit no
+///   draft names) gives no count: a byte count is not a request count. A
+///   count of 0 with a reset still makes the hint
+///   [`exhausted`](Self::exhausted) and gives its reset to
+///   [`reset`](Self::reset) and [`retry_in`](Self::retry_in): a spent quota
+///   refuses requests until it comes back, whatever it counts;
+/// - a token limit (OpenAI's, Anthropic's) folds into the count like a
+///   request limit, but never gives [`limit`](Self::limit) or
+///   [`window`](Self::window).
 ///
 /// ```
 /// use std::time::{Duration, UNIX_EPOCH};
@@ -84,6 +103,7 @@ pub struct RateLimitHint {
     retry_in: Option<Duration>,
     limit: Option<u64>,
     window: Option<Duration>,
+    concurrency: Option<u64>,
 }
 
 impl RateLimitHint {
@@ -169,12 +189,58 @@ impl RateLimitHint {
     /// [`limit`](Self::limit) is, and when the binding limit stated a quota
     /// but no window (GitHub's and OpenAI's headers state none; the reset
     /// says when it comes back).
+    ///
+    /// ```
+    /// use std::time::{Duration, UNIX_EPOCH};
+    /// use http::{HeaderMap, HeaderValue};
+    /// use reqwest_backpressure::RateLimitHeaders;
+    ///
+    /// let mut headers = HeaderMap::new();
+    /// headers.insert(
+    ///     "ratelimit-policy",
+    ///     HeaderValue::from_static(r#""burst";q=100;w=60, "daily";q=1000;w=86400"#),
+    /// );
+    /// headers.insert("ratelimit", HeaderValue::from_static(r#""burst";r=3;t=20, "daily";r=400;t=5000"#));
+    /// let hint = RateLimitHeaders::ietf().read(&headers, UNIX_EPOCH);
+    /// assert_eq!(hint.remaining(), Some(3));
+    /// assert_eq!(hint.reset(), Some(Duration::from_secs(20)));
+    /// // In 20 s, "burst" allows 100 requests again, for 60 s.
+    /// assert_eq!(hint.limit(), Some(100));
+    /// assert_eq!(hint.window(), Some(Duration::from_secs(60)));
+    /// ```
     #[must_use]
     pub fn window(&self) -> Option<Duration> {
         self.window
     }
 
-    /// Whether the headers gave no usable limit at all.
+    /// The smallest cap on requests in flight at once that the headers
+    /// stated (an IETF `RateLimit-Policy` with
+    /// `qu="concurrent-requests"`, whether or not `RateLimit` reports on
+    /// it). Such a limit takes no part in the other answers.
+    ///
+    /// ```
+    /// use std::time::UNIX_EPOCH;
+    /// use http::{HeaderMap, HeaderValue};
+    /// use reqwest_backpressure::RateLimitHeaders;
+    ///
+    /// let mut headers = HeaderMap::new();
+    /// headers.insert(
+    ///     "ratelimit-policy",
+    ///     HeaderValue::from_static(r#""minute";q=60;w=60, "inflight";q=4;qu="concurrent-requests""#),
+    /// );
+    /// headers.insert("ratelimit", HeaderValue::from_static(r#""minute";r=50;t=30, "inflight";r=0"#));
+    /// let hint = RateLimitHeaders::ietf().read(&headers, UNIX_EPOCH);
+    /// assert_eq!(hint.concurrency(), Some(4));
+    /// // Four requests in flight is not a spent window.
+    /// assert_eq!(hint.remaining(), Some(50));
+    /// ```
+    #[must_use]
+    pub fn concurrency(&self) -> Option<u64> {
+        self.concurrency
+    }
+
+    /// Whether the headers gave no usable limit at all (a concurrency cap
+    /// alone is one).
     #[must_use]
     pub fn is_empty(&self) -> bool {
         *self == RateLimitHint::default()
@@ -219,6 +285,8 @@ pub(crate) struct Fold {
     latest_reset: Option<Duration>,
     /// The binding limit among those with the smallest count.
     binding: Option<Binding>,
+    /// The smallest concurrency cap.
+    concurrency: Option<u64>,
 }
 
 impl Fold {
@@ -230,6 +298,24 @@ impl Fold {
             window,
             unit,
         } = limit;
+        match unit {
+            Unit::Requests | Unit::Tokens => {}
+            Unit::Concurrent => {
+                if let Some(cap) = quota {
+                    self.concurrency(cap);
+                }
+                return;
+            }
+            Unit::Other => {
+                // No count; a spent quota still asks for its wait.
+                if remaining == Some(0) && reset.is_some() {
+                    self.latest_reset = self.latest_reset.max(reset);
+                    self.retry_in = self.retry_in.max(reset);
+                    self.exhausted_reset = self.exhausted_reset.max(reset);
+                }
+                return;
+            }
+        }
         self.latest_reset = self.latest_reset.max(reset);
         if let Some(count) = remaining {
             self.min = match self.min {
@@ -255,6 +341,11 @@ impl Fold {
         }
     }
 
+    /// A cap on requests in flight, with no count or reset.
+    pub(crate) fn concurrency(&mut self, cap: u64) {
+        self.concurrency = Some(self.concurrency.map_or(cap, |c| c.min(cap)));
+    }
+
     pub(crate) fn finish(self) -> RateLimitHint {
         let reset = match (self.exhausted_reset, self.min) {
             (Some(r), _) => Some(r),
@@ -271,6 +362,7 @@ impl Fold {
             retry_in: self.retry_in,
             limit: binding.and_then(|b| b.quota),
             window: binding.and_then(|b| b.window),
+            concurrency: self.concurrency,
         }
     }
 }
@@ -410,5 +502,46 @@ mod tests {
         let unstated = quota(0, 5, Some(10), None, Requests);
         let h = fold_all(&[small, longer, unstated]);
         assert_eq!((h.limit(), h.window()), (Some(10), None));
+    }
+
+    #[test]
+    fn concurrency_folds_apart() {
+        let inflight = |r, q| quota(r, 5, Some(q), None, Unit::Concurrent);
+        let minute = quota(50, 30, Some(60), Some(60), Unit::Requests);
+        let h = fold_all(&[inflight(0, 8), minute, inflight(1, 4)]);
+        assert_eq!(h.concurrency(), Some(4));
+        assert_eq!(h.remaining(), Some(50));
+        assert_eq!(h.reset(), Some(Duration::from_secs(30)));
+        assert!(!h.exhausted());
+        assert_eq!(h.retry_in(), None);
+        assert_eq!(h.limit(), Some(60));
+        // A cap alone is a usable hint.
+        let mut f = Fold::default();
+        f.concurrency(3);
+        let h = f.finish();
+        assert_eq!(h.concurrency(), Some(3));
+        assert_eq!(h.remaining(), None);
+        assert!(!h.is_empty());
+    }
+
+    #[test]
+    fn other_units_give_no_count_but_their_wait() {
+        let bytes = |r, t| quota(r, t, Some(65_536), Some(60), Unit::Other);
+        let minute = quota(50, 30, Some(60), Some(60), Unit::Requests);
+        let h = fold_all(&[bytes(10, 40), minute]);
+        assert_eq!(h.remaining(), Some(50));
+        assert_eq!(h.reset(), Some(Duration::from_secs(30)));
+        assert_eq!(h.limit(), Some(60));
+        assert!(fold_all(&[bytes(10, 40)]).is_empty());
+        // Spent: a wait, and no count.
+        let h = fold_all(&[bytes(0, 40), minute]);
+        assert!(h.exhausted());
+        assert_eq!(h.remaining(), Some(50));
+        assert_eq!(h.reset(), Some(Duration::from_secs(40)));
+        assert_eq!(h.retry_in(), Some(Duration::from_secs(40)));
+        let h = fold_all(&[bytes(0, 40)]);
+        assert_eq!(h.remaining(), None);
+        assert!(h.exhausted());
+        assert_eq!(h.retry_in(), Some(Duration::from_secs(40)));
     }
 }
