@@ -142,7 +142,10 @@ impl RateLimitHint {
     /// This is how many requests that limit allows again once it resets.
     ///
     /// `None` when the binding limit stated no quota, or counts something
-    /// other than requests (a token quota is not a number of requests).
+    /// other than requests (a token quota is not a number of requests), or
+    /// when the hint is [`exhausted`](Self::exhausted) by a limit in
+    /// another unit while the binding one has quota left (the
+    /// [`reset`](Self::reset) is then not the binding limit's).
     /// When several limits share the smallest count, the one with the
     /// smaller quota binds; a limit that stated no quota binds before any
     /// that did, a limit that does not count requests before one that does
@@ -352,9 +355,13 @@ impl Fold {
             (None, Some((_, r))) => r,
             (None, None) => self.latest_reset,
         };
-        let binding = self
-            .binding
-            .filter(|b| b.unit == Unit::Requests && b.quota.is_some());
+        // Exhausted, `reset` is an exhausted limit's: a binding limit with
+        // quota left (the exhaustion was another unit's) does not renew then.
+        let binding = self.binding.filter(|b| {
+            b.unit == Unit::Requests
+                && b.quota.is_some()
+                && (self.exhausted_reset.is_none() || b.count == 0)
+        });
         RateLimitHint {
             remaining: self.min.map(|(count, _)| count),
             reset,
@@ -539,6 +546,13 @@ mod tests {
         assert_eq!(h.remaining(), Some(50));
         assert_eq!(h.reset(), Some(Duration::from_secs(40)));
         assert_eq!(h.retry_in(), Some(Duration::from_secs(40)));
+        // The reset is the bytes': the request quota does not renew then.
+        assert_eq!((h.limit(), h.window()), (None, None));
+        // A spent request limit beside it still gives its quota.
+        let spent = quota(0, 30, Some(60), Some(60), Unit::Requests);
+        let h = fold_all(&[bytes(0, 40), spent]);
+        assert_eq!(h.reset(), Some(Duration::from_secs(40)));
+        assert_eq!(h.limit(), Some(60));
         let h = fold_all(&[bytes(0, 40)]);
         assert_eq!(h.remaining(), None);
         assert!(h.exhausted());

@@ -274,6 +274,8 @@ fn content_bytes_and_unknown_units_give_no_count() {
         assert_eq!(h.remaining(), Some(50), "{unit}");
         assert_eq!(h.reset(), Some(secs(40)), "{unit}");
         assert_eq!(h.retry_in(), Some(secs(40)), "{unit}");
+        // The reset is not the request limit's: no quota to renew then.
+        assert_eq!(quota(&h), (None, None), "{unit}");
     }
 }
 
