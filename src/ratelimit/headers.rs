@@ -6,19 +6,41 @@ use std::time::SystemTime;
 use http::header::HeaderName;
 use http::{HeaderMap, StatusCode};
 
-use super::hint::{Fold, Limit, RateLimitHint};
+use super::hint::{Fold, Limit, RateLimitHint, Unit};
 use super::ietf;
 use super::reset::{MAX_RATELIMIT_LEN, ResetFormat, parse_reset, trim_ows};
 
 /// One vendor limit: reset headers in order of preference (the first one
-/// present and valid counts), and the header with the count left.
+/// present and valid counts), the header with the count left, the header
+/// with the quota, and what the limit counts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct LimitSpec {
     resets: Vec<(HeaderName, ResetFormat)>,
     remaining: Option<HeaderName>,
+    /// The quota per window (no vendor here states the window).
+    limit: Option<HeaderName>,
+    unit: Unit,
 }
 
 impl LimitSpec {
+    /// A limit with one reset header.
+    fn new(
+        reset: HeaderName,
+        format: ResetFormat,
+        remaining: Option<HeaderName>,
+        limit: Option<HeaderName>,
+        unit: Unit,
+    ) -> Self {
+        LimitSpec {
+            resets: vec![(reset, format)],
+            remaining,
+            limit,
+            unit,
+        }
+    }
+
+    /// The limit, when its reset or its count is present and valid (a
+    /// quota alone is no limit).
     fn read(&self, headers: &HeaderMap, server_now: SystemTime) -> Option<Limit> {
         let reset = self.resets.iter().find_map(|(name, format)| {
             let value = std::str::from_utf8(single(headers, name)?).ok()?;
@@ -28,7 +50,18 @@ impl LimitSpec {
             .remaining
             .as_ref()
             .and_then(|name| count(single(headers, name)?));
-        (reset.is_some() || remaining.is_some()).then_some(Limit { remaining, reset })
+        if reset.is_none() && remaining.is_none() {
+            return None;
+        }
+        let quota = self
+            .limit
+            .as_ref()
+            .and_then(|name| count(single(headers, name)?));
+        Some(Limit {
+            quota,
+            unit: self.unit,
+            ..Limit::new(remaining, reset)
+        })
     }
 }
 
@@ -43,7 +76,8 @@ fn single<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Option<&'h [u8]> {
     }
 }
 
-/// A remaining count: `1*DIGIT` (ASCII), OWS trimmed, saturating.
+/// A count (left, or the quota): `1*DIGIT` (ASCII), OWS trimmed,
+/// saturating.
 fn count(raw: &[u8]) -> Option<u64> {
     if raw.len() > MAX_RATELIMIT_LEN {
         return None;
@@ -58,6 +92,7 @@ fn count(raw: &[u8]) -> Option<u64> {
     }))
 }
 
+const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
 const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
 const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 const X_RATELIMIT_RESET_AFTER: HeaderName = HeaderName::from_static("x-ratelimit-reset-after");
@@ -115,10 +150,14 @@ impl Default for RateLimitHeaders {
 
 impl RateLimitHeaders {
     /// The IETF fields: draft-10 `RateLimit` (a list of policies with `r`
-    /// and `t`; express-rate-limit's draft-8 form is the same shape), the
-    /// draft-07 `RateLimit` dictionary (`limit`, `remaining`, `reset`), and
-    /// draft-06 `RateLimit-Remaining` with `RateLimit-Reset` (a delay in
-    /// seconds). `RateLimit-Policy` describes quotas only and is not read.
+    /// and `t`; express-rate-limit's draft-8 form is the same shape) with
+    /// the quotas of `RateLimit-Policy` (`q`, `w`, `qu`, matched by policy
+    /// name), the draft-07 `RateLimit` dictionary (`limit`, `remaining`,
+    /// `reset`), and draft-06 `RateLimit-Remaining` with `RateLimit-Reset`
+    /// (a delay in seconds) and the quota of `RateLimit-Limit` (an Integer,
+    /// optionally with a `w` window). A `qu="concurrent-requests"` policy
+    /// gives [`RateLimitHint::concurrency`]; see [`RateLimitHint`] for how
+    /// limits in other units fold.
     #[must_use]
     pub fn ietf() -> Self {
         RateLimitHeaders {
@@ -128,7 +167,8 @@ impl RateLimitHeaders {
     }
 
     /// GitHub: `x-ratelimit-remaining` with `x-ratelimit-reset`
-    /// ([`ResetFormat::EpochSeconds`]).
+    /// ([`ResetFormat::EpochSeconds`]), and the quota `x-ratelimit-limit`
+    /// (no window stated).
     ///
     /// GitHub answers both of its limits with `403` as well as `429`: its
     /// primary limit with `x-ratelimit-remaining: 0` and the reset, its
@@ -144,80 +184,104 @@ impl RateLimitHeaders {
     /// apart from any other `403`.)
     #[must_use]
     pub fn github() -> Self {
-        RateLimitHeaders::none()
-            .reset_header(
-                X_RATELIMIT_RESET,
-                ResetFormat::EpochSeconds,
-                Some(X_RATELIMIT_REMAINING),
-            )
+        let mut headers = RateLimitHeaders::none();
+        headers.push(LimitSpec::new(
+            X_RATELIMIT_RESET,
+            ResetFormat::EpochSeconds,
+            Some(X_RATELIMIT_REMAINING),
+            Some(X_RATELIMIT_LIMIT),
+            Unit::Requests,
+        ));
+        headers
             .pushback_status_with_retry_after(StatusCode::FORBIDDEN)
             .pushback_status_with_retry_after(StatusCode::TOO_MANY_REQUESTS)
     }
 
     /// OpenAI: `x-ratelimit-remaining-requests` with
-    /// `x-ratelimit-reset-requests`, and `x-ratelimit-remaining-tokens` with
-    /// `x-ratelimit-reset-tokens` (both [`ResetFormat::GoDuration`]), and
-    /// `retry-after-ms` ([`ResetFormat::Millis`], no count).
+    /// `x-ratelimit-reset-requests` and the quota
+    /// `x-ratelimit-limit-requests`, and `x-ratelimit-remaining-tokens` with
+    /// `x-ratelimit-reset-tokens` and the quota `x-ratelimit-limit-tokens`
+    /// (both resets [`ResetFormat::GoDuration`]; a token quota is never a
+    /// [`RateLimitHint::limit`]), and `retry-after-ms`
+    /// ([`ResetFormat::Millis`], no count).
     #[must_use]
     pub fn openai() -> Self {
         const RESET_REQUESTS: HeaderName = HeaderName::from_static("x-ratelimit-reset-requests");
         const REMAINING_REQUESTS: HeaderName =
             HeaderName::from_static("x-ratelimit-remaining-requests");
+        const LIMIT_REQUESTS: HeaderName = HeaderName::from_static("x-ratelimit-limit-requests");
         const RESET_TOKENS: HeaderName = HeaderName::from_static("x-ratelimit-reset-tokens");
         const REMAINING_TOKENS: HeaderName =
             HeaderName::from_static("x-ratelimit-remaining-tokens");
-        RateLimitHeaders::none()
-            .reset_header(
-                RESET_REQUESTS,
-                ResetFormat::GoDuration,
-                Some(REMAINING_REQUESTS),
-            )
-            .reset_header(
-                RESET_TOKENS,
-                ResetFormat::GoDuration,
-                Some(REMAINING_TOKENS),
-            )
-            .reset_header(RETRY_AFTER_MS, ResetFormat::Millis, None)
+        const LIMIT_TOKENS: HeaderName = HeaderName::from_static("x-ratelimit-limit-tokens");
+        let mut headers = RateLimitHeaders::none();
+        headers.push(LimitSpec::new(
+            RESET_REQUESTS,
+            ResetFormat::GoDuration,
+            Some(REMAINING_REQUESTS),
+            Some(LIMIT_REQUESTS),
+            Unit::Requests,
+        ));
+        headers.push(LimitSpec::new(
+            RESET_TOKENS,
+            ResetFormat::GoDuration,
+            Some(REMAINING_TOKENS),
+            Some(LIMIT_TOKENS),
+            Unit::Tokens,
+        ));
+        headers.reset_header(RETRY_AFTER_MS, ResetFormat::Millis, None)
     }
 
     /// Anthropic: `anthropic-ratelimit-{requests,tokens,input-tokens,
     /// output-tokens}-remaining` with the matching `-reset`
-    /// ([`ResetFormat::Rfc3339`]).
+    /// ([`ResetFormat::Rfc3339`]) and the matching quota `-limit` (the
+    /// three token quotas are never a [`RateLimitHint::limit`]).
     #[must_use]
     pub fn anthropic() -> Self {
-        const PAIRS: [(&str, &str); 4] = [
+        const LIMITS: [(&str, &str, &str, Unit); 4] = [
             (
                 "anthropic-ratelimit-requests-reset",
                 "anthropic-ratelimit-requests-remaining",
+                "anthropic-ratelimit-requests-limit",
+                Unit::Requests,
             ),
             (
                 "anthropic-ratelimit-tokens-reset",
                 "anthropic-ratelimit-tokens-remaining",
+                "anthropic-ratelimit-tokens-limit",
+                Unit::Tokens,
             ),
             (
                 "anthropic-ratelimit-input-tokens-reset",
                 "anthropic-ratelimit-input-tokens-remaining",
+                "anthropic-ratelimit-input-tokens-limit",
+                Unit::Tokens,
             ),
             (
                 "anthropic-ratelimit-output-tokens-reset",
                 "anthropic-ratelimit-output-tokens-remaining",
+                "anthropic-ratelimit-output-tokens-limit",
+                Unit::Tokens,
             ),
         ];
-        PAIRS
-            .iter()
-            .fold(RateLimitHeaders::none(), |acc, &(reset, remaining)| {
-                acc.reset_header(
-                    HeaderName::from_static(reset),
-                    ResetFormat::Rfc3339,
-                    Some(HeaderName::from_static(remaining)),
-                )
-            })
+        let mut headers = RateLimitHeaders::none();
+        for (reset, remaining, limit, unit) in LIMITS {
+            headers.push(LimitSpec::new(
+                HeaderName::from_static(reset),
+                ResetFormat::Rfc3339,
+                Some(HeaderName::from_static(remaining)),
+                Some(HeaderName::from_static(limit)),
+                unit,
+            ));
+        }
+        headers
     }
 
     /// Discord: `x-ratelimit-remaining` with `x-ratelimit-reset-after`
     /// ([`ResetFormat::Seconds`], with decimals), or when that is missing or
     /// invalid, `x-ratelimit-reset` ([`ResetFormat::EpochSeconds`], with
-    /// decimals) for the same limit.
+    /// decimals) for the same limit, and the quota `x-ratelimit-limit` (no
+    /// window stated).
     #[must_use]
     pub fn discord() -> Self {
         let mut headers = RateLimitHeaders::none();
@@ -227,6 +291,8 @@ impl RateLimitHeaders {
                 (X_RATELIMIT_RESET, ResetFormat::EpochSeconds),
             ],
             remaining: Some(X_RATELIMIT_REMAINING),
+            limit: Some(X_RATELIMIT_LIMIT),
+            unit: Unit::Requests,
         });
         headers
     }
@@ -266,7 +332,8 @@ impl RateLimitHeaders {
     /// Declares a limit of your own: a reset header with its format,
     /// optionally paired with the header that counts what is left. A reset
     /// without a count is read as a bare delay (like `retry-after-ms`); a
-    /// vendor header sent on more than one field line is ignored.
+    /// vendor header sent on more than one field line is ignored. Such a
+    /// limit counts requests and states no quota.
     #[must_use]
     pub fn reset_header(
         mut self,
@@ -274,10 +341,13 @@ impl RateLimitHeaders {
         format: ResetFormat,
         remaining: Option<HeaderName>,
     ) -> Self {
-        self.push(LimitSpec {
-            resets: vec![(name, format)],
+        self.push(LimitSpec::new(
+            name,
+            format,
             remaining,
-        });
+            None,
+            Unit::Requests,
+        ));
         self
     }
 

@@ -1,14 +1,49 @@
 //! What one response's rate-limit headers said, several limits folded into
 //! one answer.
 
+use std::cmp::Reverse;
 use std::time::Duration;
 
+/// What a limit counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Unit {
+    /// Requests in a window: the IETF default, and every vendor's request
+    /// limit.
+    #[default]
+    Requests,
+    /// Tokens in a window (OpenAI's and Anthropic's token limits).
+    Tokens,
+    /// Requests in flight at once (IETF `qu="concurrent-requests"`): its
+    /// count is not a window's, its quota is a concurrency cap.
+    Concurrent,
+    /// Any other unit (IETF `qu="content-bytes"`, or a unit no draft
+    /// names).
+    Other,
+}
+
 /// One limit read from the headers: how much quota is left, and when it
-/// comes back. At least one of the two is present.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// comes back (at least one of the two is present), with the quota per
+/// window and the window when the server stated them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Limit {
     pub(crate) remaining: Option<u64>,
     pub(crate) reset: Option<Duration>,
+    /// The quota per window.
+    pub(crate) quota: Option<u64>,
+    /// The window the quota is for.
+    pub(crate) window: Option<Duration>,
+    pub(crate) unit: Unit,
+}
+
+impl Limit {
+    /// A request limit with no stated quota.
+    pub(crate) fn new(remaining: Option<u64>, reset: Option<Duration>) -> Self {
+        Limit {
+            remaining,
+            reset,
+            ..Limit::default()
+        }
+    }
 }
 
 /// What a response's rate-limit headers said, all times relative to the
@@ -25,7 +60,28 @@ pub(crate) struct Limit {
 ///   count (ties: the latest reset); with no count at all, the latest reset;
 /// - [`retry_in`](Self::retry_in): the latest reset among the limits that
 ///   gave a count of 0 or no count at all (a bare reset such as
-///   `retry-after-ms`).
+///   `retry-after-ms`);
+/// - [`limit`](Self::limit) and [`window`](Self::window): the quota per
+///   window, and the window, of the *binding* limit, the one with the
+///   smallest count (the one [`remaining`](Self::remaining) comes from),
+///   when it counts requests and stated its quota;
+/// - [`concurrency`](Self::concurrency): the smallest cap on requests in
+///   flight.
+///
+/// Limits that do not count requests in a window fold apart:
+///
+/// - a concurrency limit (IETF `qu="concurrent-requests"`) only gives
+///   [`concurrency`](Self::concurrency): its count is of requests in
+///   flight, not what is left of a window;
+/// - a limit in another unit (IETF `qu="content-bytes"`, or a unit no
+///   draft names) gives no count: a byte count is not a request count. A
+///   count of 0 with a reset still makes the hint
+///   [`exhausted`](Self::exhausted) and gives its reset to
+///   [`reset`](Self::reset) and [`retry_in`](Self::retry_in): a spent quota
+///   refuses requests until it comes back, whatever it counts;
+/// - a token limit (OpenAI's, Anthropic's) folds into the count like a
+///   request limit, but never gives [`limit`](Self::limit) or
+///   [`window`](Self::window).
 ///
 /// ```
 /// use std::time::{Duration, UNIX_EPOCH};
@@ -45,6 +101,9 @@ pub struct RateLimitHint {
     reset: Option<Duration>,
     exhausted: bool,
     retry_in: Option<Duration>,
+    limit: Option<u64>,
+    window: Option<Duration>,
+    concurrency: Option<u64>,
 }
 
 impl RateLimitHint {
@@ -78,28 +137,141 @@ impl RateLimitHint {
         self.retry_in
     }
 
-    /// PLACEHOLDER until the parser lands.
+    /// The quota per window of the binding limit: the limit with the
+    /// smallest count, the one [`remaining`](Self::remaining) comes from.
+    /// This is how many requests that limit allows again once it resets.
+    ///
+    /// `None` when the binding limit stated no quota, or counts something
+    /// other than requests (a token quota is not a number of requests), or
+    /// when the hint is [`exhausted`](Self::exhausted) by a limit in
+    /// another unit while the binding one has quota left (the
+    /// [`reset`](Self::reset) is then not the binding limit's).
+    /// When several limits share the smallest count, the one with the
+    /// smaller quota binds; a limit that stated no quota binds before any
+    /// that did, a limit that does not count requests before one that does
+    /// with the same quota, and the longer window (or an unstated one)
+    /// before the shorter: whenever the tied limits leave the number in
+    /// doubt, this is `None`.
+    ///
+    /// It is the binding limit's own quota: another limit, with more left
+    /// now, may still hold fewer than this when the binding one resets.
+    ///
+    /// ```
+    /// use std::time::{Duration, UNIX_EPOCH};
+    /// use http::{HeaderMap, HeaderValue};
+    /// use reqwest_backpressure::RateLimitHeaders;
+    ///
+    /// let mut headers = HeaderMap::new();
+    /// headers.insert("x-ratelimit-limit-requests", HeaderValue::from_static("60"));
+    /// headers.insert("x-ratelimit-remaining-requests", HeaderValue::from_static("3"));
+    /// headers.insert("x-ratelimit-reset-requests", HeaderValue::from_static("20s"));
+    /// headers.insert("x-ratelimit-limit-tokens", HeaderValue::from_static("150000"));
+    /// headers.insert("x-ratelimit-remaining-tokens", HeaderValue::from_static("149000"));
+    /// headers.insert("x-ratelimit-reset-tokens", HeaderValue::from_static("1s"));
+    /// let hint = RateLimitHeaders::openai().read(&headers, UNIX_EPOCH);
+    /// assert_eq!(hint.remaining(), Some(3));
+    /// assert_eq!(hint.reset(), Some(Duration::from_secs(20)));
+    /// // In 20 s, the request limit allows 60 requests again.
+    /// assert_eq!(hint.limit(), Some(60));
+    /// // OpenAI states no window.
+    /// assert_eq!(hint.window(), None);
+    ///
+    /// // The token limit binds: its quota is not a number of requests.
+    /// headers.insert("x-ratelimit-remaining-tokens", HeaderValue::from_static("0"));
+    /// let hint = RateLimitHeaders::openai().read(&headers, UNIX_EPOCH);
+    /// assert_eq!(hint.remaining(), Some(0));
+    /// assert_eq!(hint.limit(), None);
+    /// ```
     #[must_use]
     pub fn limit(&self) -> Option<u64> {
-        None
+        self.limit
     }
 
-    /// PLACEHOLDER until the parser lands.
+    /// The window of the binding limit's quota ([`limit`](Self::limit)):
+    /// how long the quota it renews to lasts. `None` whenever
+    /// [`limit`](Self::limit) is, and when the binding limit stated a quota
+    /// but no window (GitHub's and OpenAI's headers state none; the reset
+    /// says when it comes back).
+    ///
+    /// ```
+    /// use std::time::{Duration, UNIX_EPOCH};
+    /// use http::{HeaderMap, HeaderValue};
+    /// use reqwest_backpressure::RateLimitHeaders;
+    ///
+    /// let mut headers = HeaderMap::new();
+    /// headers.insert(
+    ///     "ratelimit-policy",
+    ///     HeaderValue::from_static(r#""burst";q=100;w=60, "daily";q=1000;w=86400"#),
+    /// );
+    /// headers.insert("ratelimit", HeaderValue::from_static(r#""burst";r=3;t=20, "daily";r=400;t=5000"#));
+    /// let hint = RateLimitHeaders::ietf().read(&headers, UNIX_EPOCH);
+    /// assert_eq!(hint.remaining(), Some(3));
+    /// assert_eq!(hint.reset(), Some(Duration::from_secs(20)));
+    /// // In 20 s, "burst" allows 100 requests again, for 60 s.
+    /// assert_eq!(hint.limit(), Some(100));
+    /// assert_eq!(hint.window(), Some(Duration::from_secs(60)));
+    /// ```
     #[must_use]
-    pub fn window(&self) -> Option<std::time::Duration> {
-        None
+    pub fn window(&self) -> Option<Duration> {
+        self.window
     }
 
-    /// PLACEHOLDER until the parser lands.
+    /// The smallest cap on requests in flight at once that the headers
+    /// stated (an IETF `RateLimit-Policy` with
+    /// `qu="concurrent-requests"`, whether or not `RateLimit` reports on
+    /// it). Such a limit takes no part in the other answers.
+    ///
+    /// ```
+    /// use std::time::UNIX_EPOCH;
+    /// use http::{HeaderMap, HeaderValue};
+    /// use reqwest_backpressure::RateLimitHeaders;
+    ///
+    /// let mut headers = HeaderMap::new();
+    /// headers.insert(
+    ///     "ratelimit-policy",
+    ///     HeaderValue::from_static(r#""minute";q=60;w=60, "inflight";q=4;qu="concurrent-requests""#),
+    /// );
+    /// headers.insert("ratelimit", HeaderValue::from_static(r#""minute";r=50;t=30, "inflight";r=0"#));
+    /// let hint = RateLimitHeaders::ietf().read(&headers, UNIX_EPOCH);
+    /// assert_eq!(hint.concurrency(), Some(4));
+    /// // Four requests in flight is not a spent window.
+    /// assert_eq!(hint.remaining(), Some(50));
+    /// ```
     #[must_use]
     pub fn concurrency(&self) -> Option<u64> {
-        None
+        self.concurrency
     }
 
-    /// Whether the headers gave no usable limit at all.
+    /// Whether the headers gave no usable limit at all (a concurrency cap
+    /// alone is one).
     #[must_use]
     pub fn is_empty(&self) -> bool {
         *self == RateLimitHint::default()
+    }
+}
+
+/// A candidate binding limit: one with a count, in requests or tokens.
+#[derive(Debug, Clone, Copy)]
+struct Binding {
+    count: u64,
+    quota: Option<u64>,
+    unit: Unit,
+    window: Option<Duration>,
+}
+
+impl Binding {
+    /// Smallest binds: the smaller count, then the smaller quota (none
+    /// first), a limit not in requests first, the longer window (none
+    /// first). Where tied limits leave the quota in doubt, the one that
+    /// says the least wins.
+    fn key(&self) -> (u64, Option<u64>, bool, Reverse<Duration>) {
+        (
+            self.count,
+            self.quota,
+            self.unit == Unit::Requests,
+            // A stated window is whole seconds, never `Duration::MAX`.
+            Reverse(self.window.unwrap_or(Duration::MAX)),
+        )
     }
 }
 
@@ -114,11 +286,39 @@ pub(crate) struct Fold {
     retry_in: Option<Duration>,
     /// The latest reset of any limit.
     latest_reset: Option<Duration>,
+    /// The binding limit among those with the smallest count.
+    binding: Option<Binding>,
+    /// The smallest concurrency cap.
+    concurrency: Option<u64>,
 }
 
 impl Fold {
     pub(crate) fn push(&mut self, limit: Limit) {
-        let Limit { remaining, reset } = limit;
+        let Limit {
+            remaining,
+            reset,
+            quota,
+            window,
+            unit,
+        } = limit;
+        match unit {
+            Unit::Requests | Unit::Tokens => {}
+            Unit::Concurrent => {
+                if let Some(cap) = quota {
+                    self.concurrency(cap);
+                }
+                return;
+            }
+            Unit::Other => {
+                // No count; a spent quota still asks for its wait.
+                if remaining == Some(0) && reset.is_some() {
+                    self.latest_reset = self.latest_reset.max(reset);
+                    self.retry_in = self.retry_in.max(reset);
+                    self.exhausted_reset = self.exhausted_reset.max(reset);
+                }
+                return;
+            }
+        }
         self.latest_reset = self.latest_reset.max(reset);
         if let Some(count) = remaining {
             self.min = match self.min {
@@ -126,6 +326,15 @@ impl Fold {
                 Some((min, min_reset)) if min == count => Some((min, min_reset.max(reset))),
                 _ => Some((count, reset)),
             };
+            let candidate = Binding {
+                count,
+                quota,
+                unit,
+                window,
+            };
+            if self.binding.is_none_or(|b| candidate.key() < b.key()) {
+                self.binding = Some(candidate);
+            }
         }
         if matches!(remaining, None | Some(0)) {
             self.retry_in = self.retry_in.max(reset);
@@ -135,17 +344,32 @@ impl Fold {
         }
     }
 
+    /// A cap on requests in flight, with no count or reset.
+    pub(crate) fn concurrency(&mut self, cap: u64) {
+        self.concurrency = Some(self.concurrency.map_or(cap, |c| c.min(cap)));
+    }
+
     pub(crate) fn finish(self) -> RateLimitHint {
         let reset = match (self.exhausted_reset, self.min) {
             (Some(r), _) => Some(r),
             (None, Some((_, r))) => r,
             (None, None) => self.latest_reset,
         };
+        // Exhausted, `reset` is an exhausted limit's: a binding limit with
+        // quota left (the exhaustion was another unit's) does not renew then.
+        let binding = self.binding.filter(|b| {
+            b.unit == Unit::Requests
+                && b.quota.is_some()
+                && (self.exhausted_reset.is_none() || b.count == 0)
+        });
         RateLimitHint {
             remaining: self.min.map(|(count, _)| count),
             reset,
             exhausted: self.exhausted_reset.is_some(),
             retry_in: self.retry_in,
+            limit: binding.and_then(|b| b.quota),
+            window: binding.and_then(|b| b.window),
+            concurrency: self.concurrency,
         }
     }
 }
@@ -157,12 +381,38 @@ mod tests {
     fn fold(limits: &[(Option<u64>, Option<u64>)]) -> RateLimitHint {
         let mut f = Fold::default();
         for &(remaining, reset) in limits {
-            f.push(Limit {
-                remaining,
-                reset: reset.map(Duration::from_secs),
-            });
+            f.push(Limit::new(remaining, reset.map(Duration::from_secs)));
         }
         f.finish()
+    }
+
+    /// A limit with a count, a reset, a quota, a window (seconds) and a
+    /// unit.
+    fn quota(
+        remaining: u64,
+        reset: u64,
+        quota: Option<u64>,
+        window: Option<u64>,
+        unit: Unit,
+    ) -> Limit {
+        Limit {
+            remaining: Some(remaining),
+            reset: Some(Duration::from_secs(reset)),
+            quota,
+            window: window.map(Duration::from_secs),
+            unit,
+        }
+    }
+
+    fn fold_all(limits: &[Limit]) -> RateLimitHint {
+        let mut f = Fold::default();
+        limits.iter().for_each(|&l| f.push(l));
+        let forward = f.finish();
+        // The fold does not depend on the order.
+        let mut f = Fold::default();
+        limits.iter().rev().for_each(|&l| f.push(l));
+        assert_eq!(f.finish(), forward);
+        forward
     }
 
     #[test]
@@ -205,5 +455,107 @@ mod tests {
         assert_eq!(h.retry_in(), None);
         assert!(!h.is_empty());
         assert!(fold(&[]).is_empty());
+    }
+
+    #[test]
+    fn the_binding_limit_gives_its_quota() {
+        use Unit::{Requests, Tokens};
+        let burst = quota(5, 30, Some(100), Some(60), Requests);
+        let daily = quota(900, 80_000, Some(1000), Some(86_400), Requests);
+        let h = fold_all(&[burst, daily]);
+        assert_eq!(h.limit(), Some(100));
+        assert_eq!(h.window(), Some(Duration::from_secs(60)));
+        // A token limit binding: no request quota.
+        let tokens = quota(2, 60, Some(150_000), None, Tokens);
+        let h = fold_all(&[burst, tokens]);
+        assert_eq!(h.remaining(), Some(2));
+        assert_eq!((h.limit(), h.window()), (None, None));
+        // No quota stated: none.
+        let h = fold_all(&[quota(5, 30, None, Some(60), Requests)]);
+        assert_eq!((h.limit(), h.window()), (None, None));
+        // A quota without a window.
+        let h = fold_all(&[quota(5, 30, Some(60), None, Requests)]);
+        assert_eq!((h.limit(), h.window()), (Some(60), None));
+    }
+
+    #[test]
+    fn ties_go_to_the_limit_that_says_least() {
+        use Unit::{Requests, Tokens};
+        let small = quota(0, 30, Some(10), Some(1), Requests);
+        let big = quota(0, 80_000, Some(1000), Some(86_400), Requests);
+        let h = fold_all(&[small, big]);
+        assert_eq!(h.limit(), Some(10));
+        assert_eq!(h.window(), Some(Duration::from_secs(1)));
+        // The reset stays the latest exhausted one.
+        assert_eq!(h.reset(), Some(Duration::from_secs(80_000)));
+        // An unstated quota could be the smaller.
+        let unknown = quota(0, 5, None, None, Requests);
+        assert_eq!(fold_all(&[small, unknown]).limit(), None);
+        // A smaller token quota binds: none; a larger one does not.
+        let few_tokens = quota(0, 5, Some(5), None, Tokens);
+        assert_eq!(fold_all(&[small, few_tokens]).limit(), None);
+        let many_tokens = quota(0, 5, Some(150_000), None, Tokens);
+        assert_eq!(fold_all(&[small, many_tokens]).limit(), Some(10));
+        // The same quota in tokens: none.
+        let same_tokens = quota(0, 5, Some(10), Some(1), Tokens);
+        assert_eq!(fold_all(&[small, same_tokens]).limit(), None);
+        // The same quota, two windows: the longer, an unstated one first.
+        let longer = quota(0, 5, Some(10), Some(60), Requests);
+        let h = fold_all(&[small, longer]);
+        assert_eq!(
+            (h.limit(), h.window()),
+            (Some(10), Some(Duration::from_secs(60)))
+        );
+        let unstated = quota(0, 5, Some(10), None, Requests);
+        let h = fold_all(&[small, longer, unstated]);
+        assert_eq!((h.limit(), h.window()), (Some(10), None));
+    }
+
+    #[test]
+    fn concurrency_folds_apart() {
+        let inflight = |r, q| quota(r, 5, Some(q), None, Unit::Concurrent);
+        let minute = quota(50, 30, Some(60), Some(60), Unit::Requests);
+        let h = fold_all(&[inflight(0, 8), minute, inflight(1, 4)]);
+        assert_eq!(h.concurrency(), Some(4));
+        assert_eq!(h.remaining(), Some(50));
+        assert_eq!(h.reset(), Some(Duration::from_secs(30)));
+        assert!(!h.exhausted());
+        assert_eq!(h.retry_in(), None);
+        assert_eq!(h.limit(), Some(60));
+        // A cap alone is a usable hint.
+        let mut f = Fold::default();
+        f.concurrency(3);
+        let h = f.finish();
+        assert_eq!(h.concurrency(), Some(3));
+        assert_eq!(h.remaining(), None);
+        assert!(!h.is_empty());
+    }
+
+    #[test]
+    fn other_units_give_no_count_but_their_wait() {
+        let bytes = |r, t| quota(r, t, Some(65_536), Some(60), Unit::Other);
+        let minute = quota(50, 30, Some(60), Some(60), Unit::Requests);
+        let h = fold_all(&[bytes(10, 40), minute]);
+        assert_eq!(h.remaining(), Some(50));
+        assert_eq!(h.reset(), Some(Duration::from_secs(30)));
+        assert_eq!(h.limit(), Some(60));
+        assert!(fold_all(&[bytes(10, 40)]).is_empty());
+        // Spent: a wait, and no count.
+        let h = fold_all(&[bytes(0, 40), minute]);
+        assert!(h.exhausted());
+        assert_eq!(h.remaining(), Some(50));
+        assert_eq!(h.reset(), Some(Duration::from_secs(40)));
+        assert_eq!(h.retry_in(), Some(Duration::from_secs(40)));
+        // The reset is the bytes': the request quota does not renew then.
+        assert_eq!((h.limit(), h.window()), (None, None));
+        // A spent request limit beside it still gives its quota.
+        let spent = quota(0, 30, Some(60), Some(60), Unit::Requests);
+        let h = fold_all(&[bytes(0, 40), spent]);
+        assert_eq!(h.reset(), Some(Duration::from_secs(40)));
+        assert_eq!(h.limit(), Some(60));
+        let h = fold_all(&[bytes(0, 40)]);
+        assert_eq!(h.remaining(), None);
+        assert!(h.exhausted());
+        assert_eq!(h.retry_in(), Some(Duration::from_secs(40)));
     }
 }

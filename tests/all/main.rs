@@ -17,6 +17,7 @@ mod parser;
 mod planner;
 mod rate_limited;
 mod ratelimit;
+mod ratelimit_quota;
 #[cfg(feature = "redis")]
 mod redis;
 mod reliability;
