@@ -320,10 +320,12 @@ impl OriginState {
         // The probe's head start counts from when it leaves: a first task
         // that asks late (a round trip to a shared store, a busy runtime)
         // must not find the batch behind it already due.
-        let probe = if self.quota.renews() {
+        let probe = if self.quota.renews() && self.gate.span > self.quota.window {
             // A quota of known size governs again after a penalty (a
             // `Retry-After` longer than its window): it, not the rate the
-            // penalty let through, is what the origin admits.
+            // penalty let through, is what the origin admits. A shorter
+            // pushback is another limit than the quota (GitHub's secondary
+            // one within its hourly quota): its pace is learned.
             self.pace.unpace(gate.max(now));
             false
         } else {

@@ -93,7 +93,8 @@ fn an_exhausted_quota_of_known_size_holds_without_closing_the_gate() {
 #[test]
 fn after_a_penalty_a_quota_of_known_size_governs_again() {
     let mut o = OriginState::new(ms(0));
-    o.observe(ON, ms(0), stated(50, ms(2000), 50, ms(0)));
+    // 50 a second.
+    o.observe(ON, ms(0), stated(50, ms(1000), 50, ms(0)));
     assert_eq!(admitted_now(&mut o, ON, ms(10), 10), 10);
     // A secondary limit: come back in 3 s.
     o.observe(
@@ -111,6 +112,37 @@ fn after_a_penalty_a_quota_of_known_size_governs_again() {
     // No pace learned from the penalty: the quota's whole renewal goes.
     assert_eq!(o.rate(), 0.0);
     assert_eq!(admitted_now(&mut o, ON, ms(3030), 60), 49);
+}
+
+#[test]
+fn a_pushback_shorter_than_the_quotas_window_is_another_limit_and_paced() {
+    let mut o = OriginState::new(ms(0));
+    // 5,000 an hour, and a secondary limit of its own.
+    let hour = Duration::from_secs(3600);
+    o.observe(
+        ON,
+        ms(0),
+        Outcome::Quota {
+            remaining: 4999,
+            reset_in: hour,
+            limit: Some(5000),
+            window: None,
+            sent_ago: ms(0),
+        },
+    );
+    assert_eq!(admitted_now(&mut o, ON, ms(10), 20), 20);
+    for i in 0..10 {
+        o.on_success(ms(20 + i));
+    }
+    o.observe(
+        ON,
+        ms(40),
+        Outcome::Pushback {
+            retry_in: Some(ms(1000)),
+        },
+    );
+    assert_eq!(o.admit(ON, ms(1040), LONG), Admission::Reopened);
+    assert!(o.rate() > 0.0, "the secondary limit's pace is learned");
 }
 
 const FIRST: PacingConfig = PacingConfig {
