@@ -119,8 +119,13 @@ impl OriginState {
         if self.quota.renews() {
             // A quota of known size governs the origin: spent until its
             // reset, which renews it, with no gate to reopen or pace to
-            // learn (nothing was rejected).
-            let reset = answered.saturating_add(reset_in);
+            // learn (nothing was rejected). Of two answers stating the
+            // same window's reset, the earlier bounds it more closely
+            // (servers round theirs up): a later one would drift each
+            // window's start.
+            let reset = self
+                .quota
+                .closest_reset(now, answered.saturating_add(reset_in));
             if cfg.gate
                 && self
                     .quota

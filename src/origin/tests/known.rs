@@ -237,3 +237,23 @@ fn a_declared_quota_brings_a_faster_learned_pace_down() {
     let _ = o.admit(declared, ms(1001), LONG);
     assert!(o.rate() <= 5.0, "{}", o.rate());
 }
+
+#[test]
+fn a_later_rounded_up_reset_does_not_drift_the_window() {
+    let mut o = OriginState::new(ms(0));
+    o.observe(ON, ms(0), stated(1, ms(1000), 2, ms(0)));
+    assert_eq!(admitted_now(&mut o, ON, ms(1), 1), 1);
+    // The window's last answer, late in it, rounds its reset up a second.
+    o.observe(
+        ON,
+        ms(100),
+        Outcome::Exhausted {
+            reset_in: ms(1000),
+            limit: Some(2),
+            window: Some(ms(1000)),
+            sent_ago: ms(99),
+        },
+    );
+    assert_eq!(o.gate_in(ms(100)), Some(ms(900)));
+    assert_eq!(admitted_now(&mut o, ON, ms(1000), 3), 2);
+}
