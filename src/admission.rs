@@ -35,7 +35,8 @@ pub(crate) fn deposit<'s, S: Store>(
     budget.enabled.then(|| store.deposit(budget))
 }
 
-/// A task asks to send to `origin` and accepts to wait at most `latest`:
+/// A task asks to send to `origin` (spending `cost` of its quota in cost
+/// units) and accepts to wait at most `latest`:
 /// the admission, and whether the store's stand-in state gave it (see
 /// [`Slot`]). `None` with the gate off: the task sends at once.
 pub(crate) fn admit<'s, S: Store>(
@@ -43,10 +44,14 @@ pub(crate) fn admit<'s, S: Store>(
     origin: &'s str,
     pacing: PacingConfig,
     latest: Duration,
+    cost: u64,
 ) -> Option<impl Future<Output = Result<(Admission, bool), StoreError>> + Send + 's> {
     pacing.gate.then(|| {
         store.update_origin(origin, move |state, now| {
-            (state.admit(pacing, now.time(), latest), now.is_fallback())
+            (
+                state.admit_costing(pacing, now.time(), latest, cost),
+                now.is_fallback(),
+            )
         })
     })
 }

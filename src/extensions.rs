@@ -50,6 +50,41 @@ impl Deadline {
     }
 }
 
+/// Request extension: what the request spends of its origin's quota in
+/// cost units (an LLM API's tokens: the prompt's and the most the answer
+/// may use, as the API counts them). Admission reserves it before the send
+/// and holds the request while the quota the origin's headers stated is
+/// short of it; a request that is not sent gives it back, and the answer's
+/// stated remaining reconciles it. Without one, the mean cost per request
+/// learned from how the stated remaining falls stands in.
+///
+/// ```
+/// use reqwest_backpressure::Cost;
+/// # async fn run(client: reqwest_middleware::ClientWithMiddleware) -> reqwest_middleware::Result<()> {
+/// let response = client
+///     .post("http://localhost/v1/chat/completions")
+///     .with_extension(Cost::new(1_200))
+///     .send()
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Cost(u64);
+
+impl Cost {
+    /// A cost of `units` (0: none declared).
+    #[must_use]
+    pub const fn new(units: u64) -> Self {
+        Cost(units)
+    }
+
+    /// The units it spends.
+    #[must_use]
+    pub const fn units(&self) -> u64 {
+        self.0
+    }
+}
+
 /// Request extension: the task's idempotency key.
 ///
 /// It authorises retrying a non-idempotent method (the server promised, by

@@ -135,7 +135,7 @@ mod util;
 
 pub use budget::RetryBudget;
 pub use error::Error;
-pub use extensions::{Attempt, Deadline, IdempotencyKey, IdempotencyKeyForm, RetryReport};
+pub use extensions::{Attempt, Cost, Deadline, IdempotencyKey, IdempotencyKeyForm, RetryReport};
 pub use middleware::RetryAfterMiddleware;
 #[doc(hidden)]
 pub use middleware::{IDEMPOTENCY_KEY, is_idempotent};
@@ -146,7 +146,7 @@ pub use policy::{Fallback, InvalidPolicy, Policy};
 pub use quota::Quota;
 #[doc(hidden)]
 pub use ratelimit::MAX_RATELIMIT_LEN;
-pub use ratelimit::{RateLimitHeaders, RateLimitHint, ResetFormat, parse_reset};
+pub use ratelimit::{RateLimitHeaders, RateLimitHint, ResetFormat, TokenLimit, parse_reset};
 pub use retry_after::{Hint, InvalidReason, InvalidRetryAfter, RetryAfter, parse_retry_after};
 #[doc(hidden)]
 pub use retry_after::{MAX_RETRY_AFTER_LEN, server_date};

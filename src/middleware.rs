@@ -12,7 +12,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::error::Error;
-use crate::extensions::{Deadline, IdempotencyKey};
+use crate::extensions::{Cost, Deadline, IdempotencyKey};
 use crate::http_origin::origin_of;
 use crate::observe::Observer;
 use crate::planner::Planner;
@@ -224,6 +224,7 @@ impl<S: Store> RetryAfterMiddleware<S> {
             &self.store,
             &self.shared,
             origin_of(req.url()),
+            extensions.get::<Cost>().map_or(0, Cost::units),
             deadline,
         );
         Ok((task, start, req, key, contract))

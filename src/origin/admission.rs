@@ -56,6 +56,8 @@ pub struct Reservation {
     pub(crate) slot: Duration,
     /// Whether it spent a unit of a stated quota.
     pub(crate) quota: bool,
+    /// What it spent of the quota in cost units.
+    pub(crate) cost: u64,
     /// The queue it was handed out in: a queue restarted since (its gate
     /// closed on a rejection and reopened) voids it.
     pub(crate) queue: u32,

@@ -70,8 +70,12 @@ impl OriginState {
                 limit,
                 window,
                 sent_ago,
+                tokens,
             } => {
                 let sent = answered.saturating_sub(sent_ago);
+                if let Some(st) = tokens {
+                    self.tokens.on_stated(now, sent, st);
+                }
                 self.quota.sized(reset_in, size(limit, window));
                 self.exhausted(cfg, now, answered, sent, reset_in);
             }
@@ -81,10 +85,14 @@ impl OriginState {
                 limit,
                 window,
                 sent_ago,
+                tokens,
             } => {
                 self.on_success(now);
                 self.period.stated = true;
                 let sent = answered.saturating_sub(sent_ago);
+                if let Some(st) = tokens {
+                    self.tokens.on_stated(now, sent, st);
+                }
                 if self.quota.on_stated(
                     now,
                     sent,

@@ -42,6 +42,7 @@ mod slots;
 mod status;
 #[cfg(test)]
 mod tests;
+mod tokens;
 pub(crate) mod tuning;
 mod wire;
 
@@ -53,6 +54,8 @@ use pace::{Pace, Slot};
 use period::Period;
 use quota::{Check, Quota};
 pub use status::{OriginStatus, PaceKind};
+pub use tokens::Statement;
+use tokens::Tokens;
 use tuning::TUNING;
 
 /// An origin whose gate is open, whose queue is empty and that nobody used
@@ -84,6 +87,9 @@ pub enum Outcome {
         /// answer to a request sent before the quota's current window
         /// opened speaks of an earlier window.
         sent_ago: Duration,
+        /// What the answer stated of a quota in cost units (an LLM API's
+        /// tokens), if it did.
+        tokens: Option<Statement>,
     },
     /// The origin admitted the request, and its rate-limit headers say
     /// `remaining` more are admitted until `reset_in` from now: admissions
@@ -103,6 +109,9 @@ pub enum Outcome {
         window: Option<Duration>,
         /// How long before the answer its request left (zero: unknown).
         sent_ago: Duration,
+        /// What the answer stated of a quota in cost units (an LLM API's
+        /// tokens), if it did.
+        tokens: Option<Statement>,
     },
 }
 
@@ -146,6 +155,8 @@ impl Default for PacingConfig {
 pub struct OriginState {
     gate: Gate,
     quota: Quota,
+    /// The quota in cost units (tokens).
+    tokens: Tokens,
     pace: Pace,
     period: Period,
     /// The first contact: whether the origin answered yet.
@@ -161,6 +172,7 @@ impl OriginState {
         OriginState {
             gate: Gate::default(),
             quota: Quota::default(),
+            tokens: Tokens::default(),
             pace: Pace::new(now),
             period: Period::new(now),
             first: First::default(),
@@ -228,6 +240,20 @@ impl OriginState {
     /// (from now): the gate, then the quota, then the pace. Reserves its
     /// slot (and a unit of a stated quota) unless refused.
     pub fn admit(&mut self, cfg: PacingConfig, now: Duration, latest: Duration) -> Admission {
+        self.admit_costing(cfg, now, latest, 0)
+    }
+
+    /// [`admit`](Self::admit) for a request that declared a cost of `cost`
+    /// units ([`Cost`](crate::Cost); 0: none, the mean learned stands in)
+    /// of the origin's quota in cost units: reserved with its slot, given
+    /// back with it.
+    pub fn admit_costing(
+        &mut self,
+        cfg: PacingConfig,
+        now: Duration,
+        latest: Duration,
+        cost: u64,
+    ) -> Admission {
         self.last_seen = now;
         if !cfg.gate {
             return Admission::Now;
@@ -257,6 +283,14 @@ impl OriginState {
             Check::TooLate(wait) => return self.refuse(now, wait),
             Check::Probe => return Admission::Reopened,
         };
+        let cost = self.tokens.cost(cost);
+        let cost = match self.tokens.check(now, latest, cfg.max_gate, cost) {
+            Check::Free => 0,
+            Check::Spends | Check::Probe => cost,
+            Check::Held { wait, first: true } => return Admission::QuotaHeld(wait),
+            Check::Held { wait, first: false } => return Admission::GateClosed(wait),
+            Check::TooLate(wait) => return self.refuse(now, wait),
+        };
         if let Some(declared) = cfg.declared {
             self.pace.bound(now, declared);
         }
@@ -272,6 +306,7 @@ impl OriginState {
                 Reservation {
                     slot,
                     quota,
+                    cost,
                     queue: self.pace.queue,
                 },
             ),
@@ -281,6 +316,7 @@ impl OriginState {
         if quota && self.quota.spend(now, cfg.max_gate) {
             self.quota_spent();
         }
+        self.tokens.spend(cost);
         admission
     }
 
@@ -364,6 +400,7 @@ impl OriginState {
         if reservation.quota {
             self.quota.refund(now);
         }
+        self.tokens.refund(now, reservation.cost);
         if reservation.queue == self.pace.queue {
             self.pace.release(now, reservation.slot);
         }

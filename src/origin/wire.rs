@@ -9,6 +9,7 @@ use super::gate::Gate;
 use super::pace::{Batches, Mode, Pace};
 use super::period::Period;
 use super::quota::Quota;
+use super::tokens::Tokens;
 use crate::util::nanos;
 
 impl OriginState {
@@ -19,6 +20,7 @@ impl OriginState {
     #[must_use]
     pub fn encode(&self) -> String {
         let (gate, quota, pace, period) = (&self.gate, &self.quota, &self.pace, &self.period);
+        let tokens = &self.tokens;
         let batches = match pace.mode {
             Mode::Batches(b) => b,
             _ => Batches {
@@ -33,7 +35,7 @@ impl OriginState {
         let maybe =
             |t: Option<Duration>| t.map_or_else(|| "-".to_owned(), |t| nanos(t).to_string());
         format!(
-            "o10 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+            "o11 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
             nanos(gate.until),
             nanos(gate.span),
             nanos(gate.server_until),
@@ -80,6 +82,17 @@ impl OriginState {
             nanos(quota.opened),
             u8::from(self.first.answered),
             maybe(self.first.sent),
+            tokens.quota.left,
+            nanos(tokens.quota.until),
+            nanos(tokens.quota.probe_at),
+            u8::from(tokens.quota.announced),
+            tokens.quota.limit,
+            nanos(tokens.quota.window),
+            nanos(tokens.quota.opened),
+            tokens.mean,
+            tokens.high,
+            tokens.low,
+            tokens.seen,
         )
     }
 
@@ -89,7 +102,7 @@ impl OriginState {
     pub fn decode(s: &str) -> Option<Self> {
         let f: Vec<&str> = s.split(' ').collect();
         let [
-            "o10",
+            "o11",
             gate,
             span,
             server,
@@ -128,6 +141,17 @@ impl OriginState {
             quota_opened,
             answered,
             first_sent,
+            tokens_left,
+            tokens_until,
+            tokens_probe_at,
+            tokens_announced,
+            tokens_limit,
+            tokens_window,
+            tokens_opened,
+            tokens_mean,
+            tokens_high,
+            tokens_low,
+            tokens_seen,
         ] = f.as_slice()
         else {
             return None;
@@ -182,6 +206,21 @@ impl OriginState {
                 limit: quota_limit.parse().ok()?,
                 window: time(quota_window)?,
                 opened: time(quota_opened)?,
+            },
+            tokens: Tokens {
+                quota: Quota {
+                    left: tokens_left.parse().ok()?,
+                    until: time(tokens_until)?,
+                    probe_at: time(tokens_probe_at)?,
+                    announced: flag(tokens_announced)?,
+                    limit: tokens_limit.parse().ok()?,
+                    window: time(tokens_window)?,
+                    opened: time(tokens_opened)?,
+                },
+                mean: tokens_mean.parse().ok()?,
+                high: tokens_high.parse().ok()?,
+                low: tokens_low.parse().ok()?,
+                seen: tokens_seen.parse().ok()?,
             },
             pace: Pace {
                 mode,

@@ -104,6 +104,38 @@ pub struct RateLimitHint {
     limit: Option<u64>,
     window: Option<Duration>,
     concurrency: Option<u64>,
+    tokens: Option<TokenLimit>,
+}
+
+/// The tightest limit in tokens a response stated (OpenAI's
+/// `x-ratelimit-*-tokens`, Anthropic's `anthropic-ratelimit-*tokens-*`):
+/// what is left, when it resets, and its size when stated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenLimit {
+    remaining: u64,
+    reset: Option<Duration>,
+    limit: Option<u64>,
+}
+
+impl TokenLimit {
+    /// Tokens left.
+    #[must_use]
+    pub fn remaining(&self) -> u64 {
+        self.remaining
+    }
+
+    /// When the limit resets (for a bucket: until it is full), from the
+    /// time the headers were read against.
+    #[must_use]
+    pub fn reset(&self) -> Option<Duration> {
+        self.reset
+    }
+
+    /// Its size, when stated.
+    #[must_use]
+    pub fn limit(&self) -> Option<u64> {
+        self.limit
+    }
 }
 
 impl RateLimitHint {
@@ -242,6 +274,31 @@ impl RateLimitHint {
         self.concurrency
     }
 
+    /// The tightest limit in tokens (the smallest count left among the
+    /// limits that count tokens; ties: the later reset), if any. Token
+    /// limits count in [`remaining`](Self::remaining) as well; this view
+    /// is theirs alone, for the quota a request's
+    /// [`Cost`](crate::Cost) spends.
+    ///
+    /// ```
+    /// use std::time::{Duration, UNIX_EPOCH};
+    /// use http::{HeaderMap, HeaderValue};
+    /// use reqwest_backpressure::RateLimitHeaders;
+    ///
+    /// let mut headers = HeaderMap::new();
+    /// headers.insert("x-ratelimit-remaining-tokens", HeaderValue::from_static("30"));
+    /// headers.insert("x-ratelimit-reset-tokens", HeaderValue::from_static("2s"));
+    /// headers.insert("x-ratelimit-limit-tokens", HeaderValue::from_static("5000"));
+    /// let tokens = RateLimitHeaders::openai().read(&headers, UNIX_EPOCH).tokens().unwrap();
+    /// assert_eq!(tokens.remaining(), 30);
+    /// assert_eq!(tokens.reset(), Some(Duration::from_secs(2)));
+    /// assert_eq!(tokens.limit(), Some(5000));
+    /// ```
+    #[must_use]
+    pub fn tokens(&self) -> Option<TokenLimit> {
+        self.tokens
+    }
+
     /// Whether the headers gave no usable limit at all (a concurrency cap
     /// alone is one).
     #[must_use]
@@ -290,6 +347,8 @@ pub(crate) struct Fold {
     binding: Option<Binding>,
     /// The smallest concurrency cap.
     concurrency: Option<u64>,
+    /// The tightest token limit.
+    tokens: Option<TokenLimit>,
 }
 
 impl Fold {
@@ -320,6 +379,17 @@ impl Fold {
             }
         }
         self.latest_reset = self.latest_reset.max(reset);
+        if let (Unit::Tokens, Some(count)) = (unit, remaining) {
+            let candidate = TokenLimit {
+                remaining: count,
+                reset,
+                limit: quota,
+            };
+            self.tokens = match self.tokens {
+                Some(t) if (t.remaining, Reverse(t.reset)) <= (count, Reverse(reset)) => Some(t),
+                _ => Some(candidate),
+            };
+        }
         if let Some(count) = remaining {
             self.min = match self.min {
                 Some((min, min_reset)) if min < count => Some((min, min_reset)),
@@ -370,6 +440,7 @@ impl Fold {
             limit: binding.and_then(|b| b.quota),
             window: binding.and_then(|b| b.window),
             concurrency: self.concurrency,
+            tokens: self.tokens,
         }
     }
 }

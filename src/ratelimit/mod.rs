@@ -22,5 +22,5 @@ mod ietf;
 mod reset;
 
 pub use headers::RateLimitHeaders;
-pub use hint::RateLimitHint;
+pub use hint::{RateLimitHint, TokenLimit};
 pub use reset::{MAX_RATELIMIT_LEN, ResetFormat, parse_reset};

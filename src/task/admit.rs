@@ -69,7 +69,8 @@ impl<'a, S: Store> Task<'a, S> {
             let asked = now.take().unwrap_or_else(Instant::now);
             let limit = self.planner.admission_limit(&self.state, asked);
             let pacing = policy.pacing_config(&self.origin);
-            let Some(admit) = admission::admit(&**self.store, &self.origin, pacing, limit.latest)
+            let Some(admit) =
+                admission::admit(&**self.store, &self.origin, pacing, limit.latest, self.cost)
             else {
                 return Ok(asked);
             };

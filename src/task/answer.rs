@@ -14,7 +14,7 @@ use super::log::log_decision;
 use crate::admission;
 use crate::http_origin::{origin_of, same_origin};
 use crate::observe::WaitReason;
-use crate::origin::Outcome;
+use crate::origin::{Outcome, Statement};
 use crate::planner::{Decision, Pushback};
 use crate::ratelimit::RateLimitHint;
 use crate::retry_after::{Hint, server_date};
@@ -23,12 +23,13 @@ use crate::store::Store;
 impl<S: Store> Task<'_, S> {
     /// Settles an answer that is not a pushback: the attempt is over, and
     /// what the origin's shared state learns from it. A pushback: what its
-    /// rate-limit headers say, and when it was received.
+    /// rate-limit headers say, and when it was received (boxed: the
+    /// success path's result stays small).
     pub(super) fn settle(
         &mut self,
         response: &Response,
         sent: Instant,
-    ) -> Result<Outcome, (RateLimitHint, SystemTime)> {
+    ) -> Result<Outcome, Box<(RateLimitHint, SystemTime)>> {
         let policy = self.planner.policy();
         // The clock is read only if a header or a pushback needs it.
         let mut received_at = None;
@@ -41,10 +42,20 @@ impl<S: Store> Task<'_, S> {
             self.shared.in_flight.stated(&origin, cap, declared);
         }
         if policy.is_pushback_response(response.status(), &rate_limit, response.headers()) {
-            return Err((rate_limit, received_at.unwrap_or_else(SystemTime::now)));
+            return Err(Box::new((
+                rate_limit,
+                received_at.unwrap_or_else(SystemTime::now),
+            )));
         }
         self.planner.finish(&mut self.state);
         let (limit, window) = (rate_limit.limit(), rate_limit.window());
+        let tokens = rate_limit.tokens().and_then(|t| {
+            Some(Statement {
+                remaining: t.remaining(),
+                reset_in: t.reset()?,
+                limit: t.limit(),
+            })
+        });
         Ok(match (rate_limit.remaining(), rate_limit.reset()) {
             (_, Some(reset_in)) if policy.proactive_gate && rate_limit.exhausted() => {
                 Outcome::Exhausted {
@@ -52,6 +63,7 @@ impl<S: Store> Task<'_, S> {
                     limit,
                     window,
                     sent_ago: sent.elapsed(),
+                    tokens,
                 }
             }
             (Some(remaining), Some(reset_in)) if policy.proactive_gate => Outcome::Quota {
@@ -60,6 +72,7 @@ impl<S: Store> Task<'_, S> {
                 limit,
                 window,
                 sent_ago: sent.elapsed(),
+                tokens,
             },
             _ => Outcome::Admitted,
         })

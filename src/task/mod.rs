@@ -49,6 +49,9 @@ pub(crate) struct Task<'a, S: Store> {
     shared: &'a Shared,
     /// The origin the request is sent to (`scheme://host:port`).
     origin: String,
+    /// What it spends of the origin's quota in cost units ([`Cost`](crate::Cost);
+    /// 0: none declared).
+    cost: u64,
     state: TaskState,
     /// When the caller may usefully send again, from the last pushback.
     retry_at: Option<SystemTime>,
@@ -87,6 +90,7 @@ impl<'a, S: Store> Task<'a, S> {
         store: &'a Arc<S>,
         shared: &'a Shared,
         origin: String,
+        cost: u64,
         deadline: Instant,
     ) -> Self {
         Task {
@@ -94,6 +98,7 @@ impl<'a, S: Store> Task<'a, S> {
             store,
             shared,
             origin,
+            cost,
             state: TaskState::new(deadline),
             retry_at: None,
             last: None,
@@ -224,7 +229,7 @@ impl<'a, S: Store> Task<'a, S> {
                             self.record(&answered, outcome).await;
                             return Ok(self.report(response, None, None));
                         }
-                        Err(pushback) => pushback,
+                        Err(pushback) => *pushback,
                     };
                     let pushed_back = Box::pin(self.pushed_back(
                         response,
@@ -261,11 +266,14 @@ impl<'a, S: Store> Task<'a, S> {
         &self,
     ) -> Option<impl Future<Output = Option<Option<Box<InFlightPermit>>>> + Send + '_> {
         let declared = self.planner.policy().declared_in_flight(&self.origin);
-        self.shared.in_flight.applies(declared).then(|| async move {
-            self.bounded_raw(self.shared.in_flight.acquire(&self.origin, declared))
-                .await
-                .map(|permit| permit.map(Box::new))
-        })
+        self.shared
+            .in_flight
+            .applies(declared)
+            .then_some(async move {
+                self.bounded_raw(self.shared.in_flight.acquire(&self.origin, declared))
+                    .await
+                    .map(|permit| permit.map(Box::new))
+            })
     }
 
     /// Sends one attempt, bounded by the deadline (elapsed: the caller

@@ -176,7 +176,7 @@ mod tests {
     }
 
     async fn admit(store: &MemoryStore) -> (Admission, bool) {
-        admission::admit(store, O, PACING, LATEST)
+        admission::admit(store, O, PACING, LATEST, 0)
             .expect("the gate on")
             .await
             .expect("memory store")

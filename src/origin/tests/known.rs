@@ -14,6 +14,7 @@ fn stated(remaining: u64, reset_in: Duration, limit: u64, sent_ago: Duration) ->
         limit: Some(limit),
         window: Some(ms(1000)),
         sent_ago,
+        tokens: None,
     }
 }
 
@@ -62,6 +63,7 @@ fn an_answer_to_a_request_sent_before_the_window_opened_changes_nothing() {
             limit: Some(3),
             window: Some(ms(1000)),
             sent_ago: ms(1000),
+            tokens: None,
         },
     );
     assert_eq!(admitted_now(&mut o, ON, ms(1020), 5), 2);
@@ -83,6 +85,7 @@ fn an_exhausted_quota_of_known_size_holds_without_closing_the_gate() {
             limit: Some(5),
             window: Some(ms(1000)),
             sent_ago: ms(1),
+            tokens: None,
         },
     );
     assert_eq!(o.gate_in(ms(100)), Some(ms(900)));
@@ -128,6 +131,7 @@ fn a_pushback_shorter_than_the_quotas_window_is_another_limit_and_paced() {
             limit: Some(5000),
             window: None,
             sent_ago: ms(0),
+            tokens: None,
         },
     );
     assert_eq!(admitted_now(&mut o, ON, ms(10), 20), 20);
@@ -252,8 +256,82 @@ fn a_later_rounded_up_reset_does_not_drift_the_window() {
             limit: Some(2),
             window: Some(ms(1000)),
             sent_ago: ms(99),
+            tokens: None,
         },
     );
     assert_eq!(o.gate_in(ms(100)), Some(ms(900)));
     assert_eq!(admitted_now(&mut o, ON, ms(1000), 3), 2);
+}
+
+/// A success stating `tokens` left of `limit` tokens, reset in 1 s (and a
+/// request quota with plenty left).
+fn with_tokens(tokens: u64, limit: u64, sent_ago: Duration) -> Outcome {
+    Outcome::Quota {
+        remaining: 1000,
+        reset_in: ms(1000),
+        limit: None,
+        window: None,
+        sent_ago,
+        tokens: Some(Statement {
+            remaining: tokens,
+            reset_in: ms(1000),
+            limit: Some(limit),
+        }),
+    }
+}
+
+#[test]
+fn a_declared_cost_spends_the_stated_tokens_then_holds_until_they_renew() {
+    let mut o = OriginState::new(ms(0));
+    o.observe(ON, ms(0), with_tokens(100, 100, ms(0)));
+    assert_eq!(o.admit_costing(ON, ms(10), LONG, 40), Admission::Now);
+    assert_eq!(o.admit_costing(ON, ms(10), LONG, 40), Admission::Now);
+    // 20 left: a request of 40 waits for the renewal, one of 20 does not.
+    assert_eq!(
+        o.admit_costing(ON, ms(10), LONG, 40),
+        Admission::QuotaHeld(ms(990))
+    );
+    assert_eq!(o.admit_costing(ON, ms(10), LONG, 20), Admission::Now);
+    assert_eq!(o.admit_costing(ON, ms(1000), LONG, 40), Admission::Now);
+    // A request costlier than a whole window goes when it is whole.
+    let mut o2 = OriginState::new(ms(0));
+    o2.observe(ON, ms(0), with_tokens(100, 100, ms(0)));
+    assert_eq!(o2.admit_costing(ON, ms(10), LONG, 500), Admission::Now);
+    assert_eq!(OriginState::decode(&o2.encode()), Some(o2));
+}
+
+#[test]
+fn a_request_not_sent_gives_its_cost_back() {
+    let mut o = OriginState::new(ms(0));
+    o.observe(ON, ms(0), with_tokens(100, 100, ms(0)));
+    assert_eq!(o.admit_costing(ON, ms(10), LONG, 70), Admission::Now);
+    assert_eq!(
+        o.admit_costing(ON, ms(20), LONG, 60),
+        Admission::QuotaHeld(ms(980))
+    );
+    // A task that reserved 30 with a paced slot is dropped: they come back.
+    let reservation = Reservation {
+        slot: ms(500),
+        quota: false,
+        cost: 30,
+        queue: o.pace.queue,
+    };
+    o.release(ms(30), reservation);
+    assert_eq!(o.admit_costing(ON, ms(30), LONG, 60), Admission::Now);
+}
+
+#[test]
+fn without_a_declared_cost_the_mean_learned_from_the_remaining_stands_in() {
+    let mut o = OriginState::new(ms(0));
+    // Three answers of one window: 1000, 920, 840 left: 80 a request.
+    for (i, left) in [1000, 920, 840].into_iter().enumerate() {
+        o.observe(ON, ms(10 * i as u64), with_tokens(left, 1000, ms(1)));
+    }
+    assert_eq!(admitted_costing(&mut o, ms(30), 20), 10);
+}
+
+fn admitted_costing(o: &mut OriginState, now: Duration, n: usize) -> usize {
+    (0..n)
+        .filter(|_| matches!(o.admit_costing(ON, now, LONG, 0), Admission::Now))
+        .count()
 }

@@ -122,7 +122,7 @@ proptest::proptest! {
                 3 => o.on_pushback(ON, now, Some(now + ms(arg))),
                 4 => o.on_pushback(ON, now, if arg % 2 == 0 { Some(now) } else { None }),
                 _ => {
-                    let _ = o.observe(ON, now, Outcome::Exhausted { reset_in: ms(arg), limit: None, window: None, sent_ago: Duration::ZERO });
+                    let _ = o.observe(ON, now, Outcome::Exhausted { reset_in: ms(arg), limit: None, window: None, sent_ago: Duration::ZERO, tokens: None });
                 }
             }
             if let Mode::Batches(b) = o.pace.mode {

@@ -15,6 +15,7 @@ fn a_stated_quota_is_spent_by_admissions_then_holds_the_origin() {
             limit: None,
             window: None,
             sent_ago: Duration::ZERO,
+            tokens: None,
         },
     );
     assert_eq!(o.admit(ON, ms(10), LONG), Admission::Now);
@@ -34,6 +35,7 @@ fn a_stated_quota_is_spent_by_admissions_then_holds_the_origin() {
             limit: None,
             window: None,
             sent_ago: Duration::ZERO,
+            tokens: None,
         },
     );
     assert_eq!(o.admit(ON, ms(30), LONG), Admission::GateClosed(ms(970)));
@@ -53,6 +55,7 @@ fn a_stated_quota_is_spent_by_admissions_then_holds_the_origin() {
             limit: None,
             window: None,
             sent_ago: Duration::ZERO,
+            tokens: None,
         },
     );
     assert_eq!(o.admit(ON, ms(1100), LONG), Admission::Now);
@@ -72,6 +75,7 @@ fn a_spent_quota_with_a_far_reset_is_held_for_the_cap_then_probed() {
             limit: None,
             window: None,
             sent_ago: Duration::ZERO,
+            tokens: None,
         },
     );
     assert_eq!(o.admit(CAPPED, ms(10), LONG), Admission::Now);
@@ -102,6 +106,7 @@ fn a_spent_quota_with_a_far_reset_is_held_for_the_cap_then_probed() {
             limit: None,
             window: None,
             sent_ago: Duration::ZERO,
+            tokens: None,
         },
     );
     assert_eq!(o.gate_in(ms(2050)), None);
@@ -123,6 +128,7 @@ fn a_stated_count_left_spent_by_admissions_holds_without_a_zero_answer() {
             limit: None,
             window: None,
             sent_ago: Duration::ZERO,
+            tokens: None,
         },
     );
     assert_eq!(o.admit(CAPPED, ms(1), LONG), Admission::Now);
@@ -138,6 +144,7 @@ fn a_stated_count_left_spent_by_admissions_holds_without_a_zero_answer() {
                 limit: None,
                 window: None,
                 sent_ago: Duration::ZERO,
+                tokens: None,
             },
         );
     }
@@ -162,6 +169,7 @@ fn a_server_stating_its_quota_gets_its_batch_at_once() {
                 limit: None,
                 window: None,
                 sent_ago: Duration::ZERO,
+                tokens: None,
             },
         );
     }
@@ -173,6 +181,7 @@ fn a_server_stating_its_quota_gets_its_batch_at_once() {
             limit: None,
             window: None,
             sent_ago: Duration::ZERO,
+            tokens: None,
         },
     );
     let slots: Vec<Duration> = (0..100).map(|_| slot_at(&mut o, ms(1000))).collect();
@@ -225,6 +234,7 @@ fn stated_window_run(tasks: usize, cap: u64, rtt: Duration, queued: Duration) ->
                             limit: None,
                             window: None,
                             sent_ago: Duration::ZERO,
+                            tokens: None,
                         }
                     } else {
                         Outcome::Quota {
@@ -233,6 +243,7 @@ fn stated_window_run(tasks: usize, cap: u64, rtt: Duration, queued: Duration) ->
                             limit: None,
                             window: None,
                             sent_ago: Duration::ZERO,
+                            tokens: None,
                         }
                     };
                     let _ = o.observe(ON, now, outcome);
@@ -305,6 +316,7 @@ fn an_exhausted_answer_alone_states_the_quota_until_its_reset() {
         limit: None,
         window: None,
         sent_ago: Duration::ZERO,
+        tokens: None,
     };
     assert_eq!(
         o.observe_late(ON, ms(300), ms(100), exhausted),

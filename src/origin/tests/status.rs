@@ -113,6 +113,7 @@ fn a_stated_quota_shows_what_is_left_until_its_reset() {
             limit: None,
             window: None,
             sent_ago: Duration::ZERO,
+            tokens: None,
         },
     );
     let s = o.status(ms(0));
@@ -186,7 +187,7 @@ proptest::proptest! {
                     let _ = o.observe(
                         ON,
                         now,
-                        Outcome::Quota { remaining: arg % 4, reset_in: ms(arg), limit: None, window: None, sent_ago: Duration::ZERO },
+                        Outcome::Quota { remaining: arg % 4, reset_in: ms(arg), limit: None, window: None, sent_ago: Duration::ZERO, tokens: None },
                     );
                 }
             }

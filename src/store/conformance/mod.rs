@@ -168,6 +168,7 @@ pub async fn concurrent_admits_spend_a_stated_quota_once<S: Store + Clone>(store
         limit: None,
         window: None,
         sent_ago: Duration::ZERO,
+        tokens: None,
     };
     store
         .update_origin(o, move |s, now| s.observe(PACING, now.time(), quota))

@@ -1,0 +1,125 @@
+//! The cost quota: what the origin admits in units other than requests
+//! (an LLM API's tokens), as its headers state it, spent by each admission
+//! at the request's cost before the send and given back by a request that
+//! is not sent. Reserve, then reconcile: an answer's stated remaining
+//! corrects what admissions spent (the smaller wins within a window).
+//!
+//! A request's cost is its [`Cost`](crate::Cost) extension; without one,
+//! the mean cost per request learned from how the stated remaining falls
+//! between answers of one window (none learned yet: the request spends
+//! nothing, and only the server's answers hold the origin).
+
+use std::time::Duration;
+
+use super::quota::{Check, Quota, Size};
+
+/// The cost quota of one origin.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub(super) struct Tokens {
+    /// Left until the reset, the reset, the size per window: as for
+    /// requests.
+    pub(super) quota: Quota,
+    /// The mean cost per request learned (0: none yet).
+    pub(super) mean: u64,
+    /// This window's statements: the highest and lowest remaining, and
+    /// how many.
+    pub(super) high: u64,
+    pub(super) low: u64,
+    pub(super) seen: u32,
+}
+
+/// What one answer stated of a cost quota.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Statement {
+    /// Units left in the current window.
+    pub remaining: u64,
+    /// How long from the answer until the window resets (for a bucket:
+    /// until it is full).
+    pub reset_in: Duration,
+    /// The quota's size per window, when stated.
+    pub limit: Option<u64>,
+}
+
+impl Tokens {
+    /// What a request declaring `cost` (0: none) spends.
+    pub(super) fn cost(&self, cost: u64) -> u64 {
+        if cost > 0 { cost } else { self.mean }
+    }
+
+    /// A task asks at `now` to spend `cost` and accepts to wait `latest`.
+    /// A request costlier than a whole window goes when the window is
+    /// whole (it would never fit otherwise).
+    pub(super) fn check(
+        &mut self,
+        now: Duration,
+        latest: Duration,
+        max_gate: Duration,
+        cost: u64,
+    ) -> Check {
+        let q = &mut self.quota;
+        q.renew(now);
+        if cost == 0 || q.until <= now {
+            return Check::Free;
+        }
+        if q.left >= cost || (q.limit > 0 && q.left >= q.limit) {
+            return Check::Spends;
+        }
+        if !q.announced {
+            q.probe_at = now.saturating_add(max_gate);
+        }
+        let until = q.until.min(q.probe_at);
+        if until <= now {
+            // Held as long as the gate would be: one request finds out.
+            q.probe_at = now.saturating_add(max_gate);
+            return Check::Probe;
+        }
+        let wait = until - now;
+        if wait > latest {
+            return Check::TooLate(wait);
+        }
+        let first = !std::mem::replace(&mut q.announced, true);
+        Check::Held { wait, first }
+    }
+
+    /// An admitted task spends `cost`.
+    pub(super) fn spend(&mut self, cost: u64) {
+        self.quota.left = self.quota.left.saturating_sub(cost);
+    }
+
+    /// `cost` spent by a task that did not send comes back (within the
+    /// window it was spent in).
+    pub(super) fn refund(&mut self, now: Duration, cost: u64) {
+        let q = &mut self.quota;
+        if q.until > now {
+            q.left = q.left.saturating_add(cost);
+            if q.limit > 0 {
+                q.left = q.left.min(q.limit);
+            }
+        }
+    }
+
+    /// An answer at `now`, to a request sent at `sent`, stated `st`.
+    pub(super) fn on_stated(&mut self, now: Duration, sent: Duration, st: Statement) {
+        let until = now.saturating_add(st.reset_in);
+        let same = self.quota.until > now
+            && until.abs_diff(self.quota.until) < super::tuning::TUNING.same_window;
+        if sent >= self.quota.opened {
+            if same && self.seen > 0 {
+                self.high = self.high.max(st.remaining);
+                self.low = self.low.min(st.remaining);
+                self.seen = self.seen.saturating_add(1);
+                // The remaining fell by this much over this many answers.
+                if self.high > self.low {
+                    self.mean = (self.high - self.low) / u64::from(self.seen - 1);
+                }
+            } else {
+                (self.high, self.low, self.seen) = (st.remaining, st.remaining, 1);
+            }
+        }
+        let size = st.limit.filter(|&l| l > 0).map(|limit| Size {
+            limit,
+            window: None,
+        });
+        let _ = self.quota.on_stated(now, sent, st.remaining, until, size);
+    }
+}
