@@ -112,8 +112,11 @@ impl<S: Store> Task<'_, S> {
         let mut decision = self
             .planner
             .plan(&mut self.state, &pushback, now, fastrand::u64(..));
-        self.record(&answered, self.planner.origin_outcome(&pushback, &decision))
-            .await;
+        self.record(
+            Cow::Borrowed(&*answered),
+            self.planner.origin_outcome(&pushback, &decision),
+        )
+        .await;
         if self.planner.needs_budget(&pushback, &decision) {
             let budget = &policy.retry_budget;
             let granted = match admission::withdraw(&**self.store, budget) {
@@ -179,13 +182,13 @@ impl<S: Store> Task<'_, S> {
     /// keeps the store's (which holds the outcome) and nothing twice.
     pub(super) fn record<'s>(
         &'s self,
-        origin: &'s str,
+        origin: Cow<'s, str>,
         outcome: Outcome,
     ) -> impl Future<Output = ()> + Send + 's {
-        let pacing = self.planner.policy().pacing_config(origin);
-        let record = admission::record(&**self.store, origin, pacing, outcome);
         async move {
-            let Some(record) = record else {
+            let origin = &*origin;
+            let pacing = self.planner.policy().pacing_config(origin);
+            let Some(record) = admission::record(&**self.store, origin, pacing, outcome) else {
                 return;
             };
             let before = self.fallbacks_now();

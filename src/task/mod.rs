@@ -214,23 +214,30 @@ impl<'a, S: Store> Task<'a, S> {
                             Ok(result) => result?,
                             Err(_) => return Err(Error::AttemptTimedOut.into()),
                         };
-                        let settled = self.settle(&response, now);
                         // The answer is in: the request is no longer in
-                        // flight.
+                        // flight. What the origin learns is recorded by a
+                        // future of its own (boxed: the outcome is large,
+                        // and the task's future keeps a pointer to it).
+                        // Gate, pace and logs belong to the origin that
+                        // answered: after a redirect, that is not the
+                        // request's.
+                        let settled = self.settle(&response, now).map(|outcome| {
+                            let answered = answered_by(&self.origin, response.url());
+                            Box::pin(self.record(answered, outcome))
+                        });
                         drop(in_flight);
                         (response, settled)
                     };
-                    let (rate_limit, received_at) = match settled {
-                        Ok(outcome) => {
-                            // Gate, pace and logs belong to the origin that
-                            // answered: after a redirect, that is not the
-                            // request's.
-                            let answered = answered_by(&self.origin, response.url());
-                            self.record(&answered, outcome).await;
+                    // Moved into the match whole: nothing borrowing the
+                    // task is dropped after it.
+                    let pushback = match { settled } {
+                        Ok(record) => {
+                            record.await;
                             return Ok(self.report(response, None, None));
                         }
-                        Err(pushback) => *pushback,
+                        Err(pushback) => pushback,
                     };
+                    let (rate_limit, received_at) = *pushback;
                     let pushed_back = Box::pin(self.pushed_back(
                         response,
                         rate_limit,
