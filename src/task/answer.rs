@@ -2,7 +2,6 @@
 //! retry) and for its origin's shared state.
 
 use std::borrow::Cow;
-use std::future::Future;
 use std::time::SystemTime;
 
 use reqwest::Response;
@@ -176,38 +175,30 @@ impl<S: Store> Task<'_, S> {
 
     /// Records what `origin` answered. A store that cannot record it (in
     /// time) costs the shared view one observation, never the caller's
-    /// response.
-    ///
-    /// Not an `async fn`, for the reason `Task::run` gives: its future
-    /// keeps the store's (which holds the outcome) and nothing twice.
-    pub(super) fn record<'s>(
-        &'s self,
-        origin: Cow<'s, str>,
-        outcome: Outcome,
-    ) -> impl Future<Output = ()> + Send + 's {
-        async move {
-            let origin = &*origin;
-            let pacing = self.planner.policy().pacing_config(origin);
-            let Some(record) = admission::record(&**self.store, origin, pacing, outcome) else {
-                return;
-            };
-            let before = self.fallbacks_now();
-            let result = self.bounded_raw(record).await;
-            self.local_state(origin, "record", before, false);
-            if let Some(Ok(Some(closed))) = &result {
-                self.gate_closed(origin, *closed);
-            }
-            #[cfg(feature = "tracing")]
-            if !matches!(result, Some(Ok(_))) {
-                tracing::warn!(
-                    target: "reqwest_backpressure::task",
-                    origin,
-                    "reqwest-backpressure: could not record an answer in the store"
-                );
-            }
-            #[cfg(not(feature = "tracing"))]
-            let _ = result;
+    /// response. (The success path boxes this future: the outcome is
+    /// large.)
+    pub(super) async fn record(&self, origin: Cow<'_, str>, outcome: Outcome) {
+        let origin = &*origin;
+        let pacing = self.planner.policy().pacing_config(origin);
+        let Some(record) = admission::record(&**self.store, origin, pacing, outcome) else {
+            return;
+        };
+        let before = self.fallbacks_now();
+        let result = self.bounded_raw(record).await;
+        self.local_state(origin, "record", before, false);
+        if let Some(Ok(Some(closed))) = &result {
+            self.gate_closed(origin, *closed);
         }
+        #[cfg(feature = "tracing")]
+        if !matches!(result, Some(Ok(_))) {
+            tracing::warn!(
+                target: "reqwest_backpressure::task",
+                origin,
+                "reqwest-backpressure: could not record an answer in the store"
+            );
+        }
+        #[cfg(not(feature = "tracing"))]
+        let _ = result;
     }
 }
 

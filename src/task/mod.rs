@@ -230,6 +230,7 @@ impl<'a, S: Store> Task<'a, S> {
                     };
                     // Moved into the match whole: nothing borrowing the
                     // task is dropped after it.
+                    #[allow(clippy::blocks_in_conditions)]
                     let pushback = match { settled } {
                         Ok(record) => {
                             record.await;
