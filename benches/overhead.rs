@@ -177,6 +177,7 @@ async fn client_knowing(known: usize, server: SocketAddr) -> ClientWithMiddlewar
         max_gate: Duration::from_secs(60),
         first_contact: Duration::ZERO,
         declared: None,
+        declared_units: None,
     };
     for i in 0..known {
         store

@@ -24,7 +24,9 @@ use std::time::Duration;
 ///   it can send more than `count` in one window.
 ///
 /// Declared and stated quotas combine: the origin's rate-limit headers are
-/// still read, and the tightest binds.
+/// still read, and the tightest binds. A quota in cost units
+/// ([`units`](Self::units): tokens) is spent by each request's
+/// [`Cost`](crate::Cost).
 ///
 /// ```
 /// use std::time::Duration;
@@ -32,7 +34,10 @@ use std::time::Duration;
 ///
 /// let policy = Policy::default()
 ///     .quota("https://api.github.com", Quota::per_hour(5_000))
-///     .quota("partner.example", Quota::per_second(10).refilled());
+///     .quota("partner.example", Quota::per_second(10).refilled())
+///     // An LLM key: 500 requests and 90,000 tokens a minute.
+///     .quota("https://api.openai.com", Quota::per_minute(500))
+///     .quota("https://api.openai.com", Quota::per_minute(90_000).units());
 /// assert!(policy.validate().is_ok());
 /// assert_eq!(Quota::per_minute(60).count(), 60);
 /// assert!(Policy::default().quota("https://a.example", Quota::per_second(0)).validate().is_err());
@@ -42,6 +47,7 @@ pub struct Quota {
     count: u32,
     per: Duration,
     refilled: bool,
+    units: bool,
 }
 
 impl Quota {
@@ -52,6 +58,7 @@ impl Quota {
             count,
             per,
             refilled: false,
+            units: false,
         }
     }
 
@@ -81,7 +88,25 @@ impl Quota {
         self
     }
 
-    /// Requests per [`per`](Self::per).
+    /// The same quota counted in cost units (an LLM API's tokens per
+    /// minute), not requests: each request spends its
+    /// [`Cost`](crate::Cost) of it. A window: no span of `per` spends more
+    /// than `count`. It paces the first requests, before the origin's
+    /// answers state their own (which then govern: a server's statement is
+    /// closer than a declaration).
+    #[must_use]
+    pub const fn units(mut self) -> Self {
+        self.units = true;
+        self
+    }
+
+    /// Whether it counts cost units, not requests.
+    #[must_use]
+    pub const fn is_units(&self) -> bool {
+        self.units
+    }
+
+    /// Requests (or units) per [`per`](Self::per).
     #[must_use]
     pub const fn count(&self) -> u32 {
         self.count

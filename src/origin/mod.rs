@@ -133,6 +133,9 @@ pub struct PacingConfig {
     /// The quota the caller declared for the origin: its pace from the
     /// first request, never faster whatever is learned.
     pub declared: Option<Declared>,
+    /// The quota in cost units the caller declared for the origin: spent by
+    /// each request's cost until the origin states its own.
+    pub declared_units: Option<Declared>,
 }
 
 impl Default for PacingConfig {
@@ -145,6 +148,7 @@ impl Default for PacingConfig {
             max_gate: Duration::from_secs(60),
             first_contact: Duration::ZERO,
             declared: None,
+            declared_units: None,
         }
     }
 }
@@ -284,6 +288,9 @@ impl OriginState {
             Check::Probe => return Admission::Reopened,
         };
         let cost = self.tokens.cost(cost);
+        if let Some(declared) = cfg.declared_units {
+            self.tokens.declared(now, declared);
+        }
         let cost = match self.tokens.check(now, latest, cfg.max_gate, cost) {
             Check::Free => 0,
             Check::Spends | Check::Probe => cost,
@@ -316,7 +323,7 @@ impl OriginState {
         if quota && self.quota.spend(now, cfg.max_gate) {
             self.quota_spent();
         }
-        self.tokens.spend(cost);
+        self.tokens.spend(now, cost);
         admission
     }
 

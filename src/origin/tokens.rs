@@ -26,6 +26,9 @@ pub(super) struct Tokens {
     pub(super) high: u64,
     pub(super) low: u64,
     pub(super) seen: u32,
+    /// The window of a declared quota spending now, none stated (zero:
+    /// none): each spend moves its end to a window after it.
+    pub(super) declared: Duration,
 }
 
 /// What one answer stated of a cost quota.
@@ -81,9 +84,31 @@ impl Tokens {
         Check::Held { wait, first }
     }
 
-    /// An admitted task spends `cost`.
-    pub(super) fn spend(&mut self, cost: u64) {
+    /// Before the origin stated a quota in cost units (or after it was
+    /// forgotten), a declared one governs at `now`: a window of its count
+    /// opens, and closes a window (plus the batches' margin) after its last
+    /// spend, so no span of the declared length spends more than its count,
+    /// whatever the server's window alignment.
+    pub(super) fn declared(&mut self, now: Duration, quota: crate::Quota) {
+        let q = &mut self.quota;
+        if q.until > now || (q.renews() && self.declared.is_zero()) {
+            return;
+        }
+        let window = super::pace::batch_every(quota.per());
+        q.left = u64::from(quota.count());
+        q.limit = u64::from(quota.count());
+        q.opened = now;
+        q.until = now.saturating_add(window);
+        q.announced = false;
+        self.declared = window;
+    }
+
+    /// An admitted task spends `cost` at `now`.
+    pub(super) fn spend(&mut self, now: Duration, cost: u64) {
         self.quota.left = self.quota.left.saturating_sub(cost);
+        if cost > 0 && !self.declared.is_zero() {
+            self.quota.until = self.quota.until.max(now.saturating_add(self.declared));
+        }
     }
 
     /// `cost` spent by a task that did not send comes back (within the
@@ -98,8 +123,11 @@ impl Tokens {
         }
     }
 
-    /// An answer at `now`, to a request sent at `sent`, stated `st`.
+    /// An answer at `now`, to a request sent at `sent`, stated `st`: within
+    /// the current window the smaller count binds; from its reset on the
+    /// server's statement governs (over a declaration).
     pub(super) fn on_stated(&mut self, now: Duration, sent: Duration, st: Statement) {
+        self.declared = Duration::ZERO;
         let until = now.saturating_add(st.reset_in);
         let same = self.quota.until > now
             && until.abs_diff(self.quota.until) < super::tuning::TUNING.same_window;

@@ -35,7 +35,7 @@ impl OriginState {
         let maybe =
             |t: Option<Duration>| t.map_or_else(|| "-".to_owned(), |t| nanos(t).to_string());
         format!(
-            "o11 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+            "o12 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
             nanos(gate.until),
             nanos(gate.span),
             nanos(gate.server_until),
@@ -93,6 +93,7 @@ impl OriginState {
             tokens.high,
             tokens.low,
             tokens.seen,
+            nanos(tokens.declared),
         )
     }
 
@@ -102,7 +103,7 @@ impl OriginState {
     pub fn decode(s: &str) -> Option<Self> {
         let f: Vec<&str> = s.split(' ').collect();
         let [
-            "o11",
+            "o12",
             gate,
             span,
             server,
@@ -152,6 +153,7 @@ impl OriginState {
             tokens_high,
             tokens_low,
             tokens_seen,
+            tokens_declared,
         ] = f.as_slice()
         else {
             return None;
@@ -221,6 +223,7 @@ impl OriginState {
                 high: tokens_high.parse().ok()?,
                 low: tokens_low.parse().ok()?,
                 seen: tokens_seen.parse().ok()?,
+                declared: time(tokens_declared)?,
             },
             pace: Pace {
                 mode,

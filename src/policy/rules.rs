@@ -83,13 +83,29 @@ impl Policy {
             pace: self.origin_gate && self.pacing,
             max_gate: self.max_wait,
             first_contact: self.first_contact,
-            declared: self.declared_quota(origin),
+            declared: self.declared_quota(origin, false),
+            declared_units: self.declared_quota(origin, true),
         }
     }
 
-    /// The quota declared for `origin`: for its URL, else for its host.
-    fn declared_quota(&self, origin: &str) -> Option<Quota> {
-        declared_for(&self.quotas, origin)
+    /// The quota declared for `origin` in requests (with `units`: in cost
+    /// units): for its URL, else for its host.
+    fn declared_quota(&self, origin: &str, units: bool) -> Option<Quota> {
+        if self.quotas.iter().all(|(_, q)| q.is_units() != units) {
+            return None;
+        }
+        let find = |by_host: bool| {
+            self.quotas
+                .iter()
+                .rev()
+                .find(|(t, q)| {
+                    q.is_units() == units
+                        && matches!(t, Target::Host(_)) == by_host
+                        && t.matches(origin)
+                })
+                .map(|(_, q)| *q)
+        };
+        find(false).or_else(|| find(true))
     }
 
     /// The cap on requests in flight declared for `origin`.

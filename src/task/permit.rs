@@ -128,6 +128,7 @@ mod tests {
         max_gate: Duration::from_secs(60),
         first_contact: Duration::ZERO,
         declared: None,
+        declared_units: None,
     };
     const LATEST: Duration = Duration::from_secs(10);
     const O: &str = "http://permit.test:80";

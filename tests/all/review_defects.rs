@@ -25,6 +25,7 @@ fn pacing(max_gate: Duration) -> PacingConfig {
         max_gate,
         first_contact: Duration::ZERO,
         declared: None,
+        declared_units: None,
     }
 }
 

@@ -113,6 +113,7 @@ async fn idle_origins_are_forgotten_and_their_memory_given_back() {
         max_gate: Duration::from_secs(60),
         first_contact: Duration::ZERO,
         declared: None,
+        declared_units: None,
     };
     let admitted = reqwest_backpressure::store::Outcome::Admitted;
     for i in 0..5_000 {
@@ -177,6 +178,7 @@ fn a_refusal_reports_the_servers_time_beyond_the_capped_gate() {
         max_gate: Duration::from_secs(2),
         first_contact: Duration::ZERO,
         declared: None,
+        declared_units: None,
     };
     let mut origin = OriginState::new(Duration::ZERO);
     origin.on_pushback(cfg, Duration::ZERO, Some(Duration::from_secs(5)));

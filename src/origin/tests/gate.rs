@@ -58,6 +58,7 @@ fn gate_off_admits_everything() {
         max_gate: Duration::from_secs(60),
         first_contact: Duration::ZERO,
         declared: None,
+        declared_units: None,
     };
     let mut o = OriginState::new(ms(0));
     o.on_pushback(off, ms(0), Some(ms(1000)));

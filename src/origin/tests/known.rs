@@ -335,3 +335,33 @@ fn admitted_costing(o: &mut OriginState, now: Duration, n: usize) -> usize {
         .filter(|_| matches!(o.admit_costing(ON, now, LONG, 0), Admission::Now))
         .count()
 }
+
+#[test]
+fn a_declared_quota_in_units_spends_costs_from_the_first_request() {
+    let cfg = PacingConfig {
+        declared_units: Some(Declared::per_second(100).units()),
+        ..FIRST
+    };
+    let mut o = OriginState::new(ms(0));
+    // No wait for a first answer would help less than the declaration: the
+    // first contact still goes first, then the quota binds.
+    assert_eq!(o.admit_costing(cfg, ms(0), LONG, 60), Admission::Now);
+    o.on_success(ms(5));
+    assert_eq!(o.admit_costing(cfg, ms(10), LONG, 30), Admission::Now);
+    // 10 left; the window closes a window and its margin after its last
+    // spend.
+    assert_eq!(
+        o.admit_costing(cfg, ms(10), LONG, 30),
+        Admission::QuotaHeld(ms(1020))
+    );
+    assert_eq!(o.admit_costing(cfg, ms(1030), LONG, 90), Admission::Now);
+    // The origin states its own: within this window the tighter count
+    // binds, and from its reset on, the stated quota governs.
+    o.observe(cfg, ms(1040), with_tokens(500, 500, ms(5)));
+    assert_eq!(
+        o.admit_costing(cfg, ms(1050), LONG, 300),
+        Admission::QuotaHeld(ms(990))
+    );
+    assert_eq!(o.admit_costing(cfg, ms(2040), LONG, 300), Admission::Now);
+    assert_eq!(OriginState::decode(&o.encode()), Some(o));
+}

@@ -17,6 +17,7 @@ const ON: PacingConfig = PacingConfig {
     max_gate: Duration::from_secs(60),
     first_contact: Duration::ZERO,
     declared: None,
+    declared_units: None,
 };
 
 const LONG: Duration = Duration::from_secs(60);
@@ -78,6 +79,7 @@ const CAPPED: PacingConfig = PacingConfig {
     max_gate: Duration::from_secs(2),
     first_contact: Duration::ZERO,
     declared: None,
+    declared_units: None,
 };
 
 /// The reservations of `n` tasks queued at `now`.

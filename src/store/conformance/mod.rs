@@ -38,6 +38,7 @@ const PACING: PacingConfig = PacingConfig {
     max_gate: Duration::from_secs(60),
     first_contact: Duration::ZERO,
     declared: None,
+    declared_units: None,
 };
 /// How long a task accepts to wait, in the checks.
 const LATEST: Duration = Duration::from_secs(10);

@@ -115,6 +115,7 @@ async fn successes_reach_the_shared_pace_without_another_write() {
             max_gate: Duration::from_secs(60),
             first_contact: Duration::ZERO,
             declared: None,
+            declared_units: None,
         };
         let o = "http://example.test:80";
         let m = reqwest_backpressure::MemoryStore::new();
@@ -191,6 +192,7 @@ async fn a_burst_of_pushbacks_is_written_together_and_gates_from_the_answer() {
             max_gate: Duration::from_secs(60),
             first_contact: Duration::ZERO,
             declared: None,
+            declared_units: None,
         };
         let mut conn = redis.conn();
         let () = redis::cmd("CONFIG")

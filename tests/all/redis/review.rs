@@ -189,6 +189,7 @@ async fn successes_left_by_a_failed_write_reach_redis_without_another_write() {
             max_gate: Duration::from_secs(60),
             first_contact: Duration::ZERO,
             declared: None,
+            declared_units: None,
         };
         let o = "http://s.test:80";
         redis.signal("-STOP");
@@ -301,6 +302,7 @@ async fn an_admission_whose_caller_went_away_reserves_nothing() {
             max_gate: Duration::from_secs(60),
             first_contact: Duration::ZERO,
             declared: None,
+            declared_units: None,
         };
         let o = "http://admit.test:80";
         let back = Outcome::Pushback {
@@ -428,6 +430,7 @@ async fn a_lazy_store_on_a_redis_cluster_node_refuses_every_operation() {
             max_gate: Duration::from_secs(60),
             first_contact: Duration::ZERO,
             declared: None,
+            declared_units: None,
         };
         let ungated = PacingConfig {
             gate: false,
@@ -514,6 +517,7 @@ async fn tasks_dropped_while_they_wait_for_a_shared_slot_give_it_back() {
             max_gate: Duration::from_secs(60),
             first_contact: Duration::ZERO,
             declared: None,
+            declared_units: None,
         };
         for _ in 0..5 {
             a.record(
