@@ -114,9 +114,12 @@ impl<'a, S: Store> Task<'a, S> {
                 }
                 Admission::GateClosed(d) => {
                     // Pushed back with no time at all: the gate's hold is
-                    // ours, and so is the probe after it.
+                    // ours, and so is the probe after it. The more attempts
+                    // a task has spent, the further back it waits: the
+                    // probes of a long outage are the tasks with attempts
+                    // to spare, not one task until its attempts run out.
                     let d = if self.state.hint_source() == Some(HintSource::Gate) {
-                        d.saturating_add(TUNING.probe_gap_max)
+                        d.saturating_add(TUNING.probe_gap_max * self.state.attempts().max(1))
                     } else {
                         d
                     };
