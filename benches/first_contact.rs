@@ -146,10 +146,13 @@ fn main() {
     // Open the pool's connections for the largest burst before measuring.
     rt.block_on(burst(&client(&http, BARE), &url, SIZES[SIZES.len() - 1]));
 
+    // Short: the whole bench stays within about a minute on a small,
+    // shared machine (no plots: drawing them took longer than measuring).
     let mut criterion = Criterion::default()
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(2))
-        .sample_size(20)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(1))
+        .sample_size(10)
+        .without_plots()
         .configure_from_args();
     for n in SIZES {
         let mut group = criterion.benchmark_group(format!("first-contact/{n}"));
