@@ -1,16 +1,18 @@
 //! The clients compared, one per row: built fresh for every row.
 
-use reqwest_backpressure::{Policy, RetryAfterMiddleware};
+use reqwest_backpressure::{Policy, Quota, RetryAfterMiddleware};
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 use reqwest_retry::RetryTransientMiddleware;
 use reqwest_retry::policies::ExponentialBackoff;
 
 use crate::config::ClientKind;
+use crate::declared::declare;
 
 impl ClientKind {
     /// A fresh client of this kind (not the Redis row's: its clients live in
-    /// its worker processes).
-    pub(crate) fn client(self) -> ClientWithMiddleware {
+    /// its worker processes) for the server at `url`; ours declare `quota`
+    /// for its origin if given (`STORM_DECLARE`), the others ignore it.
+    pub(crate) fn client(self, url: &str, quota: Option<Quota>) -> ClientWithMiddleware {
         let inner = reqwest::Client::builder()
             .build()
             .expect("reqwest client builds");
@@ -27,7 +29,11 @@ impl ClientKind {
                 ))
                 .build(),
             ClientKind::Backpressure => builder
-                .with(RetryAfterMiddleware::new(Policy::default()))
+                .with(RetryAfterMiddleware::new(declare(
+                    Policy::default(),
+                    url,
+                    quota,
+                )))
                 .build(),
         }
     }

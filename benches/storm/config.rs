@@ -1,7 +1,10 @@
 //! What to run: the server shapes, the clients (rows), and the settings read
 //! from `STORM_*` environment variables.
 
+use std::sync::OnceLock;
 use std::time::Duration;
+
+use reqwest_backpressure::Quota;
 
 use crate::server::{Denial, Shape};
 
@@ -22,11 +25,19 @@ pub(crate) enum ClientKind {
 }
 
 impl ClientKind {
+    /// The row's name; ours say when they declare the server's quota
+    /// (`STORM_DECLARE`, one setting for the whole run).
     pub(crate) fn name(self) -> &'static str {
+        let declared = declaring();
         match self {
             ClientKind::NoRetry => "no retry",
             ClientKind::ReqwestRetry => "reqwest-retry",
+            ClientKind::Backpressure if declared => "reqwest-backpressure, declared",
             ClientKind::Backpressure => "reqwest-backpressure",
+            #[cfg(feature = "redis")]
+            ClientKind::BackpressureRedis if declared => {
+                "reqwest-backpressure, 4 processes over Redis, declared"
+            }
             #[cfg(feature = "redis")]
             ClientKind::BackpressureRedis => "reqwest-backpressure, 4 processes over Redis",
         }
@@ -85,6 +96,22 @@ pub(crate) struct Config {
     pub(crate) steady: Steady,
     /// Run the GitHub-like crawl ([`crate::github_crawl`]).
     pub(crate) github: bool,
+    /// `STORM_DECLARE`: our rows declare the server's documented quota
+    /// ([`crate::declared`]).
+    pub(crate) declare: bool,
+}
+
+/// Whether this run's rows of ours declare the server's quota:
+/// `STORM_DECLARE` set (and not `0` or `false`), read once for the whole
+/// run, as the rows' names read it.
+pub(crate) fn declaring() -> bool {
+    static DECLARE: OnceLock<bool> = OnceLock::new();
+    *DECLARE.get_or_init(|| {
+        env("STORM_DECLARE").is_some_and(|v| {
+            let v = v.trim().to_ascii_lowercase();
+            v != "0" && v != "false"
+        })
+    })
 }
 
 fn env(name: &str) -> Option<String> {
@@ -211,7 +238,15 @@ impl Config {
             smoke,
             steady,
             github,
+            declare: declaring(),
         }
+    }
+
+    /// The quota our rows declare for a `shape` server admitting `cap` a
+    /// second, with `STORM_DECLARE`; `None` without it.
+    pub(crate) fn declared(&self, shape: Shape, cap: u32) -> Option<Quota> {
+        self.declare
+            .then(|| crate::declared::documented(shape, cap))
     }
 
     /// A row's limit: [`timeout`](Self::timeout), or for the outage the

@@ -1,7 +1,9 @@
 //! The GitHub-like crawl (`STORM_SHAPE=github`, or `silent`): 200 GETs, 32
 //! at a time, against the GitHub-like server (`server/github.rs`) with both
 //! of its limits in reach, one row per client (reqwest-backpressure with the
-//! `RateLimitHeaders::github()` preset, as the README's GitHub example).
+//! `RateLimitHeaders::github()` preset, as the README's GitHub example;
+//! with `STORM_DECLARE`, its primary quota declared too, a window of 60 per
+//! 5 s).
 //!
 //! The server: a primary quota of 60 requests per 5 s window (a request
 //! over it gets `403` with `x-ratelimit-remaining: 0` and the reset), a
@@ -17,10 +19,11 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt as _;
-use reqwest_backpressure::{Policy, RateLimitHeaders, RetryAfterMiddleware};
+use reqwest_backpressure::{Policy, Quota, RateLimitHeaders, RetryAfterMiddleware};
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 
 use crate::config::{ClientKind, Config};
+use crate::declared::declare;
 use crate::outcome::{ClientSide, failure_label};
 use crate::report::{pass, secs};
 use crate::server::github::{Answer, Config as Limits, GitHubServer, GitHubState};
@@ -50,24 +53,29 @@ struct CrawlRow {
     timed_out: bool,
 }
 
-fn client(kind: ClientKind) -> ClientWithMiddleware {
+/// `kind`'s client for the server at `uri`; with `STORM_DECLARE`, ours
+/// declares the primary quota (GitHub documents it; the secondary limit's
+/// figures it does not).
+fn client(cfg: &Config, kind: ClientKind, uri: &str) -> ClientWithMiddleware {
     match kind {
         ClientKind::Backpressure => {
             let inner = reqwest::Client::builder()
                 .build()
                 .expect("reqwest client builds");
             let policy = Policy::default().rate_limit_headers(RateLimitHeaders::github());
+            let primary = Quota::new(LIMITS.quota, Duration::from_secs(LIMITS.window_secs));
+            let policy = declare(policy, uri, cfg.declare.then_some(primary));
             ClientBuilder::new(inner)
                 .with(RetryAfterMiddleware::new(policy))
                 .build()
         }
-        other => other.client(),
+        other => other.client(uri, None),
     }
 }
 
 async fn crawl(cfg: &Config, kind: ClientKind) -> CrawlRow {
     let server = GitHubServer::start(LIMITS).await;
-    let client = client(kind);
+    let client = client(cfg, kind, &server.uri);
     let started = Instant::now();
     let side = Mutex::new((ClientSide::default(), 0u32));
     let gets = futures_util::stream::iter(0..GETS)

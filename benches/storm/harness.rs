@@ -100,7 +100,7 @@ async fn run_task(
 /// One single-process row: `kind`'s client against a fresh `shape` server.
 pub(crate) async fn run_row(cfg: &Config, shape: Shape, kind: ClientKind) -> Row {
     let server = LimitedServer::start(shape, cfg.cap, "/work").await;
-    let client = kind.client();
+    let client = kind.client(&server.url, cfg.declared(shape, cfg.cap));
     let started = Instant::now();
     let (client_side, timed_out) = run_tasks(
         &client,

@@ -4,7 +4,9 @@
 //! 1. `no retry`: a bare `reqwest_middleware` client;
 //! 2. `reqwest-retry`: `RetryTransientMiddleware` with exponential backoff,
 //!    3 retries;
-//! 3. `reqwest-backpressure`: `RetryAfterMiddleware::new(Policy::default())`;
+//! 3. `reqwest-backpressure`: `RetryAfterMiddleware::new(Policy::default())`
+//!    (with `STORM_DECLARE=1`, `reqwest-backpressure, declared`: the
+//!    server's quota declared, see below);
 //! 4. with the `redis` feature, `reqwest-backpressure, 4 processes over
 //!    Redis`: the same N tasks split over 4 processes (this binary re-run as
 //!    workers), each with `RetryAfterMiddleware::with_store(Policy::default(),
@@ -114,7 +116,25 @@
 //! STORM_VERBOSE=1                # per-window breakdown of our rows (STORM_VERBOSE=all: every row)
 //! STORM_TIMEOUT=30               # seconds per row before partial figures are reported
 //! STORM_REDIS=cluster            # the Redis row over a local Redis Cluster (3 primaries, 3 replicas)
+//! STORM_DECLARE=1                # our rows declare the server's documented quota (Policy::quota)
 //! ```
+//!
+//! **Declared quotas**, behind `STORM_DECLARE=1` ([`declared`]): our rows
+//! (reqwest-backpressure, and the Redis row's workers, told in
+//! `STORM_WORKER_QUOTA`) declare the quota the server documents for the
+//! row's server origin, as a user who read its documentation would, and
+//! are named `…, declared`: `Quota::per_second(CAP)` (a window) for the
+//! fixed window, RateLimit headers, truncated `Retry-After: 0`, the sliding
+//! log and HAProxy's counting rate; `Quota::per_second(CAP).refilled()` (a
+//! bucket, GCRA) for the token bucket, GCRA, nginx's leaky bucket and the
+//! outage (the leaky bucket once it is back). The steady load declares its
+//! own `STORM_STEADY_CAP` the same way; the GitHub-like crawl its primary
+//! quota (60 per 5 s, a window). Their targets are then the issue's for a
+//! declared quota, on every shape but the outage: no `429` (or silent
+//! rejection) at all, and the last success ≤ ideal + 0.25 s (its figure at
+//! `STORM_N=500 STORM_CAP=100`) or ≤ 1.03 × ideal (at `STORM_N=5000
+//! STORM_CAP=500`), whichever is later; every task succeeding and nothing
+//! premature, as before. The other rows run as without it.
 //!
 //! Large runs (`STORM_N=5000 STORM_CAP=500`) keep every task in flight at
 //! once: a client socket and a server socket each, in this process. The
@@ -130,6 +150,7 @@
 //! [`harness`] (running a row), [`outcome`] (what a row ended with),
 //! [`report`], [`silent_report`] and [`breakdown`] (what is printed),
 //! [`steady`] and [`steady_silent`] (the steady load), [`github_crawl`],
+//! [`declared`] (`STORM_DECLARE`: the quotas declared and their targets),
 //! and `redis_row` (the 4-process row and its worker processes).
 
 use std::process::ExitCode;
@@ -138,6 +159,7 @@ use std::time::Instant;
 mod breakdown;
 mod clients;
 mod config;
+mod declared;
 mod github_crawl;
 mod harness;
 mod outcome;
@@ -228,10 +250,15 @@ fn main() -> ExitCode {
         .build()
         .expect("tokio runtime");
     println!(
-        "storm: N={} tasks, CAP={} per second, {} s limit per row{}",
+        "storm: N={} tasks, CAP={} per second, {} s limit per row{}{}",
         cfg.n,
         cfg.cap,
         cfg.timeout.as_secs(),
+        if cfg.declare {
+            "; our rows declare the server's documented quota (STORM_DECLARE)"
+        } else {
+            ""
+        },
         if cfg.smoke {
             " — smoke run (no --bench): `cargo bench --bench storm` for the full run"
         } else {

@@ -86,7 +86,11 @@ pub(crate) fn shared_targets(out: &mut String, cfg: &Config, row: &Row) -> (bool
     let c = &row.client_side;
     let all_ok = c.ok == cfg.n && row.timed_out.is_none();
     let no_premature = row.server.premature == 0;
-    let _ = writeln!(out, "  {}:", row.shape.name());
+    if cfg.declare {
+        let _ = writeln!(out, "{}", crate::declared::heading(cfg, row));
+    } else {
+        let _ = writeln!(out, "  {}:", row.shape.name());
+    }
     let _ = writeln!(
         out,
         "    {}  {}/{} tasks succeed (target {}/{})",
@@ -105,7 +109,15 @@ pub(crate) fn shared_targets(out: &mut String, cfg: &Config, row: &Row) -> (bool
     (all_ok, no_premature)
 }
 
+/// `row`'s targets (with `STORM_DECLARE`, a declared row's:
+/// [`crate::declared::targets`]) and whether all were met.
 pub(crate) fn targets(cfg: &Config, row: &Row) -> (String, bool) {
+    if cfg.declare {
+        let mut out = String::new();
+        let (all_ok, no_premature) = shared_targets(&mut out, cfg, row);
+        let met = crate::declared::targets(&mut out, cfg, row, all_ok);
+        return (out, all_ok && no_premature && met);
+    }
     let c = &row.client_side;
     let n = u64::from(cfg.n);
     let max_429 = 1.1 * (n.saturating_sub(u64::from(cfg.cap))) as f64;

@@ -178,8 +178,16 @@ pub(crate) fn targets(cfg: &Config, rows: &[Row]) -> String {
         return String::new();
     }
     let mut out = format!(
-        "\nreqwest-backpressure targets on the silent shapes (N={}, CAP={}; the issue's figures):\n",
-        cfg.n, cfg.cap
+        "\n{} targets on the silent shapes (N={}, CAP={}; the issue's figures{}):\n",
+        ClientKind::Backpressure.name(),
+        cfg.n,
+        cfg.cap,
+        if cfg.declare {
+            "; a declared quota, but for the outage: no rejection at all, last success ≤ \
+             ideal + 0.25 s or ≤ 1.03 × ideal, whichever is later"
+        } else {
+            ""
+        }
     );
     let mut all = true;
     for row in ours {
@@ -202,7 +210,33 @@ fn row_targets(out: &mut String, cfg: &Config, row: &Row) -> bool {
     let all_ok = c.ok == cfg.n && row.timed_out.is_none();
     let fast = all_ok && c.last_ok.is_some_and(|l| l <= limit);
     let budget = stopped(&c.reasons, STOP_CODES[0]);
-    let _ = writeln!(out, "  {}:", row.shape.name());
+    // A declared quota: no rejection once the server is up (the outage's
+    // own targets stand, its time down answers everything 503).
+    let declared = cfg.declare && crate::declared::has_targets(row.shape);
+    if cfg.declare {
+        let _ = writeln!(out, "{}", crate::declared::heading(cfg, row));
+    } else {
+        let _ = writeln!(out, "  {}:", row.shape.name());
+    }
+    if declared {
+        let mut met = all_ok;
+        let _ = writeln!(
+            out,
+            "    {}  {}/{} tasks succeed (target {}/{})",
+            pass(all_ok),
+            c.ok,
+            cfg.n,
+            cfg.n,
+            cfg.n
+        );
+        met &= crate::declared::targets(out, cfg, row, all_ok);
+        let _ = writeln!(
+            out,
+            "    {}  {budget} retry_budget_exhausted (target 0)",
+            pass(budget == 0)
+        );
+        return met && budget == 0;
+    }
     let mut line = |ok: bool, text: String| {
         let _ = writeln!(out, "    {}  {text}", pass(ok));
         ok

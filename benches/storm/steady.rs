@@ -43,7 +43,7 @@ pub(crate) struct SteadyRow {
 pub(crate) async fn run_steady(cfg: &Config, shape: Shape, kind: ClientKind) -> SteadyRow {
     let s = &cfg.steady;
     let server = LimitedServer::start(shape, s.cap, "/steady").await;
-    let client = kind.client();
+    let client = kind.client(&server.url, cfg.declared(shape, s.cap));
     let calls = Arc::new(Mutex::new(Calls::default()));
     let end = Instant::now() + s.duration;
     let mut set = tokio::task::JoinSet::new();

@@ -51,8 +51,17 @@ pub(crate) fn print_targets(cfg: &Config, rows: &[Row]) {
     print!("{}", silent_report::targets(cfg, rows));
     if !ours.is_empty() {
         println!(
-            "\nreqwest-backpressure targets (N={}, CAP={}):",
-            cfg.n, cfg.cap
+            "\n{} targets (N={}, CAP={}{}):",
+            ClientKind::Backpressure.name(),
+            cfg.n,
+            cfg.cap,
+            if cfg.declare {
+                "; a declared quota: no 429 at all, last success ≤ ideal + 0.25 s \
+                 (the issue's figure at N=500, CAP=100) or ≤ 1.03 × ideal (at N=5000, \
+                 CAP=500), whichever is later"
+            } else {
+                ""
+            }
         );
         let mut all = true;
         for row in &ours {
@@ -77,10 +86,16 @@ pub(crate) fn print_redis_targets(cfg: &Config, rows: &[Row], skipped: &Skipped)
     if !multi.is_empty() {
         println!(
             "\n{} targets (N={}, CAP={}; 429s and last success within 10% of the \
-             single-process row, i.e. ≤ 1.1×):",
+             single-process row, i.e. ≤ 1.1×{}):",
             ClientKind::BackpressureRedis.name(),
             cfg.n,
-            cfg.cap
+            cfg.cap,
+            if cfg.declare {
+                "; and a declared row's own: no 429, last success ≤ ideal + 0.25 s or \
+                 ≤ 1.03 × ideal, whichever is later"
+            } else {
+                ""
+            }
         );
         let mut all = true;
         for row in &multi {

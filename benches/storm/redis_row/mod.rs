@@ -1,7 +1,9 @@
 //! The Redis row: the same N tasks split over [`WORKERS`] processes (this
 //! binary re-run as workers), each with
-//! `RetryAfterMiddleware::with_store(Policy::default(), RedisStore)`, against
-//! the parent's rate-limited server and one `redis-server`.
+//! `RetryAfterMiddleware::with_store(Policy::default(), RedisStore)` (with
+//! `STORM_DECLARE`, the server's quota declared for its origin, passed to
+//! the workers in `STORM_WORKER_QUOTA`), against the parent's rate-limited
+//! server and one `redis-server`.
 
 use std::time::Duration;
 

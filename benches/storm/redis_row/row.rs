@@ -64,6 +64,7 @@ pub(crate) async fn run(cfg: &Config, shape: Shape, redis_url: &str) -> Row {
                     start_ms,
                     timeout: cfg.row_timeout(shape),
                     deadline: Config::task_deadline(shape),
+                    quota: cfg.declared(shape, cfg.cap),
                 };
                 spawn(&worker, &exe, &mut spawned, &mut all.side);
             }

@@ -1,6 +1,7 @@
 //! The Redis row's targets: against the single-process reqwest-backpressure
 //! row of its shape, 429s and last success within 10% (≤ 1.1×), every task
-//! succeeding, nothing premature.
+//! succeeding, nothing premature; with a declared quota (`STORM_DECLARE`),
+//! the declared row's own targets too ([`crate::declared::targets`]).
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -50,8 +51,11 @@ pub(crate) fn targets(cfg: &Config, row: &Row, single: Option<&Row>) -> (String,
     };
     let few_429 = fewer_429(&mut out, row, single);
     let fast = as_fast(&mut out, row, single, all_ok);
+    // A declared quota: the single-process row's own targets too.
+    let declared = !(cfg.declare && crate::declared::has_targets(row.shape))
+        || crate::declared::targets(&mut out, cfg, row, all_ok);
     server_side(&mut out, row, single);
-    (out, all_ok && no_premature && few_429 && fast)
+    (out, all_ok && no_premature && few_429 && fast && declared)
 }
 
 /// Rejections (429s, or a silent shape's 503s) within 1.1× of the

@@ -8,11 +8,12 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use reqwest_backpressure::store::{FailMode, RedisStore};
-use reqwest_backpressure::{Policy, RetryAfterMiddleware};
+use reqwest_backpressure::{Policy, Quota, RetryAfterMiddleware};
 use reqwest_middleware::ClientBuilder;
 
 use super::millis;
 use super::wire::encode;
+use crate::declared::declare;
 use crate::harness::run_tasks;
 
 // Worker settings, passed in the environment. `STORM_WORKER=1` marks a
@@ -29,6 +30,9 @@ const START_MS: &str = "STORM_WORKER_START_MS";
 const TIMEOUT_MS: &str = "STORM_WORKER_TIMEOUT_MS";
 /// Each task's `Deadline`, in ms after its start (absent: none).
 const DEADLINE_MS: &str = "STORM_WORKER_DEADLINE_MS";
+/// The quota declared for the server's origin (`STORM_DECLARE`), as
+/// `count/per_ms`, `/refilled` after for a bucket (absent: none).
+const QUOTA: &str = "STORM_WORKER_QUOTA";
 
 /// One worker process's settings.
 pub(crate) struct Worker {
@@ -40,6 +44,31 @@ pub(crate) struct Worker {
     pub(super) start_ms: u64,
     pub(super) timeout: Duration,
     pub(super) deadline: Option<Duration>,
+    /// The quota declared for the server's origin, if any.
+    pub(super) quota: Option<Quota>,
+}
+
+/// `quota` as [`QUOTA`] carries it.
+fn encode_quota(quota: Quota) -> String {
+    format!(
+        "{}/{}{}",
+        quota.count(),
+        millis(quota.per()),
+        if quota.is_refilled() { "/refilled" } else { "" }
+    )
+}
+
+/// [`QUOTA`]'s value read back.
+fn decode_quota(s: &str) -> Option<Quota> {
+    let mut parts = s.split('/');
+    let count = parts.next()?.parse().ok()?;
+    let per = Duration::from_millis(parts.next()?.parse().ok()?);
+    let quota = Quota::new(count, per);
+    match (parts.next(), parts.next()) {
+        (None, _) => Some(quota),
+        (Some("refilled"), None) => Some(quota.refilled()),
+        _ => None,
+    }
 }
 
 impl Worker {
@@ -70,6 +99,15 @@ impl Worker {
                     Some(_) => Some(Duration::from_millis(num(DEADLINE_MS)?)),
                     None => None,
                 },
+                quota: match std::env::var_os(QUOTA) {
+                    Some(_) => {
+                        let q = var(QUOTA)?;
+                        Some(decode_quota(&q).ok_or_else(|| {
+                            format!("{QUOTA}={q:?} is not count/per_ms[/refilled]")
+                        })?)
+                    }
+                    None => None,
+                },
             })
         };
         Some(parse())
@@ -86,11 +124,15 @@ impl Worker {
             .env(START_MS, self.start_ms.to_string())
             .env(TIMEOUT_MS, millis(self.timeout).to_string())
             .env_remove(DEADLINE_MS)
+            .env_remove(QUOTA)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         if let Some(d) = self.deadline {
             cmd.env(DEADLINE_MS, millis(d).to_string());
+        }
+        if let Some(q) = self.quota {
+            cmd.env(QUOTA, encode_quota(q));
         }
         cmd
     }
@@ -122,7 +164,10 @@ impl Worker {
                 .build()
                 .expect("reqwest client builds");
             let client = ClientBuilder::new(inner)
-                .with(RetryAfterMiddleware::with_store(Policy::default(), store))
+                .with(RetryAfterMiddleware::with_store(
+                    declare(Policy::default(), &self.server_url, self.quota),
+                    store,
+                ))
                 .build();
             let (started, late) = self.wait_for_start().await;
             let n = self.tasks.end.saturating_sub(self.tasks.start);
