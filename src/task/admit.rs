@@ -127,8 +127,15 @@ impl<'a, S: Store> Task<'a, S> {
                     d
                 }
                 Admission::FirstAnswer(d) => {
+                    // Until the first answer is recorded in this process,
+                    // or `d` (another process may have sent the first).
                     self.waiting(None, WaitReason::FirstAnswer, d);
-                    d
+                    let slept = Instant::now();
+                    let woken = Box::pin(self.shared.first_answer(d));
+                    woken.await;
+                    self.end_wait(false);
+                    self.state.add_wait(slept.elapsed());
+                    continue;
                 }
                 Admission::QueueAhead(d) => {
                     self.waiting(None, WaitReason::Pace, d);

@@ -185,6 +185,7 @@ impl<S: Store> Task<'_, S> {
         };
         let before = self.fallbacks_now();
         let result = self.bounded_raw(record).await;
+        self.shared.answered();
         self.local_state(origin, "record", before, false);
         if let Some(Ok(Some(closed))) = &result {
             self.gate_closed(origin, *closed);

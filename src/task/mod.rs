@@ -74,6 +74,31 @@ pub(crate) struct Task<'a, S: Store> {
 pub(crate) struct Shared {
     pub(crate) observer: Option<Arc<dyn Observer>>,
     pub(crate) in_flight: InFlight,
+    /// Tasks waiting for an origin's first answer are woken by any answer
+    /// recorded in this process (they ask again: a spurious wake costs an
+    /// admission), so a fast origin's first answer is waited for one round
+    /// trip, not a poll.
+    first_answer: tokio::sync::Notify,
+    /// How many wait so (an answer wakes nobody, at no cost, when none).
+    waiting_first: std::sync::atomic::AtomicUsize,
+}
+
+impl Shared {
+    /// Waits up to `d` for an answer to be recorded in this process.
+    pub(crate) async fn first_answer(&self, d: std::time::Duration) {
+        use std::sync::atomic::Ordering;
+        let notified = self.first_answer.notified();
+        self.waiting_first.fetch_add(1, Ordering::SeqCst);
+        let _ = tokio::time::timeout(d, notified).await;
+        self.waiting_first.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// An answer was recorded: tasks waiting for a first answer ask again.
+    pub(crate) fn answered(&self) {
+        if self.waiting_first.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            self.first_answer.notify_waiters();
+        }
+    }
 }
 
 /// A task dropped while it waits still ends its wait for the observer (and
