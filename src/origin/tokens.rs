@@ -60,7 +60,14 @@ impl Tokens {
         cost: u64,
     ) -> Check {
         let q = &mut self.quota;
+        let until = q.until;
         q.renew(now);
+        if q.until != until {
+            // A new window: its answers learn the mean afresh (the last
+            // window's highest remaining is no part of this one's fall).
+            self.seen = 0;
+        }
+        let q = &mut self.quota;
         if cost == 0 || q.until <= now {
             return Check::Free;
         }

@@ -365,3 +365,19 @@ fn a_declared_quota_in_units_spends_costs_from_the_first_request() {
     assert_eq!(o.admit_costing(cfg, ms(2040), LONG, 300), Admission::Now);
     assert_eq!(OriginState::decode(&o.encode()), Some(o));
 }
+
+#[test]
+fn the_mean_cost_is_learned_afresh_in_each_window() {
+    let mut o = OriginState::new(ms(0));
+    for (i, left) in [1000, 920, 840].into_iter().enumerate() {
+        o.observe(ON, ms(10 * i as u64), with_tokens(left, 1000, ms(1)));
+    }
+    assert_eq!(o.tokens.mean, 80);
+    // The quota renews at 1 s; the next window's answers fall by 80 too
+    // (its first, 920, is no part of the last window's fall from 1000).
+    assert_eq!(admitted_costing(&mut o, ms(1000), 1), 1);
+    for (i, left) in [920, 840, 760, 680].into_iter().enumerate() {
+        o.observe(ON, ms(1010 + 10 * i as u64), with_tokens(left, 1000, ms(1)));
+    }
+    assert_eq!(o.tokens.mean, 80);
+}
