@@ -11,6 +11,7 @@ mod fuzz;
 mod github;
 mod known_deviations;
 mod known_quotas;
+mod llm;
 mod middleware;
 mod origin_status;
 mod parser;

@@ -159,6 +159,11 @@ mod silent;
 #[path = "server/github.rs"]
 pub mod github;
 
+/// An OpenAI-like server: a request quota and a token quota per fixed
+/// window, stated with OpenAI's `x-ratelimit-*` headers.
+#[path = "server/llm.rs"]
+pub mod llm;
+
 use shapes::Limit;
 // Not every includer names a silent shape's status.
 #[allow(unused_imports)]
