@@ -12,13 +12,13 @@ use reqwest_backpressure::{
 };
 
 /// 2023-11-14T22:13:20Z.
-const NOW_SECS: u64 = 1_700_000_000;
+pub(crate) const NOW_SECS: u64 = 1_700_000_000;
 
-fn now() -> SystemTime {
+pub(crate) fn now() -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(NOW_SECS)
 }
 
-fn secs(s: u64) -> Duration {
+pub(crate) fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
 }
 
@@ -26,7 +26,7 @@ fn ms(m: u64) -> Duration {
     Duration::from_millis(m)
 }
 
-fn map(fields: &[(&str, &str)]) -> HeaderMap {
+pub(crate) fn map(fields: &[(&str, &str)]) -> HeaderMap {
     let mut headers = HeaderMap::new();
     for (name, value) in fields {
         headers.append(
@@ -37,11 +37,11 @@ fn map(fields: &[(&str, &str)]) -> HeaderMap {
     headers
 }
 
-fn read(preset: &RateLimitHeaders, fields: &[(&str, &str)]) -> RateLimitHint {
+pub(crate) fn read(preset: &RateLimitHeaders, fields: &[(&str, &str)]) -> RateLimitHint {
     preset.read(&map(fields), now())
 }
 
-fn ietf(fields: &[(&str, &str)]) -> RateLimitHint {
+pub(crate) fn ietf(fields: &[(&str, &str)]) -> RateLimitHint {
     read(&RateLimitHeaders::ietf(), fields)
 }
 

@@ -4,41 +4,13 @@
 //! which limit's quota binds ([`RateLimitHint::limit`], `window`,
 //! `concurrency`). Times are fixed: no clock, no sleep.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 use proptest::prelude::*;
 use reqwest_backpressure::{MAX_RATELIMIT_LEN, RateLimitHeaders, RateLimitHint, ResetFormat};
 
-/// 2023-11-14T22:13:20Z.
-const NOW_SECS: u64 = 1_700_000_000;
-
-fn now() -> SystemTime {
-    UNIX_EPOCH + Duration::from_secs(NOW_SECS)
-}
-
-fn secs(s: u64) -> Duration {
-    Duration::from_secs(s)
-}
-
-fn map(fields: &[(&str, &str)]) -> HeaderMap {
-    let mut headers = HeaderMap::new();
-    for (name, value) in fields {
-        headers.append(
-            HeaderName::from_bytes(name.as_bytes()).expect("a valid name"),
-            HeaderValue::from_str(value).expect("a valid value"),
-        );
-    }
-    headers
-}
-
-fn read(preset: &RateLimitHeaders, fields: &[(&str, &str)]) -> RateLimitHint {
-    preset.read(&map(fields), now())
-}
-
-fn ietf(fields: &[(&str, &str)]) -> RateLimitHint {
-    read(&RateLimitHeaders::ietf(), fields)
-}
+use crate::ratelimit::{ietf, map, now, read, secs};
 
 /// `RateLimit-Policy: policy` with `RateLimit: ratelimit`.
 fn policy(policy: &str, ratelimit: &str) -> RateLimitHint {
