@@ -171,14 +171,7 @@ const KNOWN: [usize; 3] = [1, 1_000, 100_000];
 async fn client_knowing(known: usize, server: SocketAddr) -> ClientWithMiddleware {
     let store = MemoryStore::new();
     let policy = Policy::default();
-    let pacing = PacingConfig {
-        gate: true,
-        pace: true,
-        max_gate: Duration::from_secs(60),
-        first_contact: Duration::ZERO,
-        declared: None,
-        declared_units: None,
-    };
+    let pacing = PacingConfig::DEFAULT;
     for i in 0..known {
         store
             .record(&format!("http://k-{i}.test:80"), pacing, Outcome::Admitted)

@@ -138,18 +138,24 @@ pub struct PacingConfig {
     pub declared_units: Option<Declared>,
 }
 
-impl Default for PacingConfig {
+impl PacingConfig {
     /// Gate and pace on, a gate's cap of 60 s, no wait for a first answer,
-    /// no declared quota.
+    /// no declared quota: [`Default`], usable in a `const` (`PacingConfig {
+    /// max_gate, ..PacingConfig::DEFAULT }`).
+    pub const DEFAULT: PacingConfig = PacingConfig {
+        gate: true,
+        pace: true,
+        max_gate: Duration::from_secs(60),
+        first_contact: Duration::ZERO,
+        declared: None,
+        declared_units: None,
+    };
+}
+
+impl Default for PacingConfig {
+    /// [`PacingConfig::DEFAULT`].
     fn default() -> Self {
-        PacingConfig {
-            gate: true,
-            pace: true,
-            max_gate: Duration::from_secs(60),
-            first_contact: Duration::ZERO,
-            declared: None,
-            declared_units: None,
-        }
+        PacingConfig::DEFAULT
     }
 }
 

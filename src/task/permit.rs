@@ -122,14 +122,7 @@ mod tests {
     use crate::MemoryStore;
     use crate::origin::{Admission, OriginState, Outcome, PacingConfig};
 
-    const PACING: PacingConfig = PacingConfig {
-        gate: true,
-        pace: true,
-        max_gate: Duration::from_secs(60),
-        first_contact: Duration::ZERO,
-        declared: None,
-        declared_units: None,
-    };
+    const PACING: PacingConfig = PacingConfig::DEFAULT;
     const LATEST: Duration = Duration::from_secs(10);
     const O: &str = "http://permit.test:80";
 

@@ -37,6 +37,21 @@ pub(crate) fn map(fields: &[(&str, &str)]) -> HeaderMap {
     headers
 }
 
+/// Header lines of any bytes (those a `HeaderValue` takes) under the names
+/// `names[i]`, for the property tests.
+pub(crate) fn arbitrary_headers(
+    names: &[&'static str],
+    fields: Vec<(usize, Vec<u8>)>,
+) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    for (name, bytes) in fields {
+        if let Ok(v) = HeaderValue::from_bytes(&bytes) {
+            headers.append(names[name], v);
+        }
+    }
+    headers
+}
+
 pub(crate) fn read(preset: &RateLimitHeaders, fields: &[(&str, &str)]) -> RateLimitHint {
     preset.read(&map(fields), now())
 }
@@ -884,13 +899,7 @@ proptest! {
             0..8,
         ),
     ) {
-        let mut headers = HeaderMap::new();
-        for (name, bytes) in fields {
-            if let Ok(v) = HeaderValue::from_bytes(&bytes) {
-                headers.append(NAMES[name], v);
-            }
-        }
-        let _ = everything().read(&headers, now());
+        let _ = everything().read(&arbitrary_headers(&NAMES, fields), now());
     }
 
     #[test]

@@ -6,11 +6,11 @@
 
 use std::time::Duration;
 
-use http::{HeaderMap, HeaderName, HeaderValue};
+use http::HeaderName;
 use proptest::prelude::*;
 use reqwest_backpressure::{MAX_RATELIMIT_LEN, RateLimitHeaders, RateLimitHint, ResetFormat};
 
-use crate::ratelimit::{ietf, map, now, read, secs};
+use crate::ratelimit::{arbitrary_headers, ietf, map, now, read, secs};
 
 /// `RateLimit-Policy: policy` with `RateLimit: ratelimit`.
 fn policy(policy: &str, ratelimit: &str) -> RateLimitHint {
@@ -569,16 +569,10 @@ proptest! {
             0..8,
         ),
     ) {
-        let mut headers = HeaderMap::new();
-        for (name, bytes) in fields {
-            if let Ok(v) = HeaderValue::from_bytes(&bytes) {
-                headers.append(NAMES[name], v);
-            }
-        }
         let all = RateLimitHeaders::ietf()
             .and(RateLimitHeaders::github())
             .and(RateLimitHeaders::discord());
-        let h = all.read(&headers, now());
+        let h = all.read(&arbitrary_headers(&NAMES, fields), now());
         // A quota binds only beside a count.
         prop_assert!(h.limit().is_none() || h.remaining().is_some());
         prop_assert!(h.window().is_none() || h.limit().is_some());

@@ -20,12 +20,8 @@ use crate::common::{
 
 fn pacing(max_gate: Duration) -> PacingConfig {
     PacingConfig {
-        gate: true,
-        pace: true,
         max_gate,
-        first_contact: Duration::ZERO,
-        declared: None,
-        declared_units: None,
+        ..PacingConfig::DEFAULT
     }
 }
 

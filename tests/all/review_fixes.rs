@@ -107,14 +107,7 @@ async fn turning_the_gate_off_just_works() {
 #[tokio::test(start_paused = true)]
 async fn idle_origins_are_forgotten_and_their_memory_given_back() {
     let store = MemoryStore::new();
-    let pacing = PacingConfig {
-        gate: true,
-        pace: true,
-        max_gate: Duration::from_secs(60),
-        first_contact: Duration::ZERO,
-        declared: None,
-        declared_units: None,
-    };
+    let pacing = PacingConfig::DEFAULT;
     let admitted = reqwest_backpressure::store::Outcome::Admitted;
     for i in 0..5_000 {
         store
@@ -173,12 +166,8 @@ async fn retry_at_is_never_earlier_than_the_servers_time() {
 fn a_refusal_reports_the_servers_time_beyond_the_capped_gate() {
     use reqwest_backpressure::origin::{Admission, OriginState};
     let cfg = PacingConfig {
-        gate: true,
-        pace: true,
         max_gate: Duration::from_secs(2),
-        first_contact: Duration::ZERO,
-        declared: None,
-        declared_units: None,
+        ..PacingConfig::DEFAULT
     };
     let mut origin = OriginState::new(Duration::ZERO);
     origin.on_pushback(cfg, Duration::ZERO, Some(Duration::from_secs(5)));

@@ -55,10 +55,7 @@ fn gate_off_admits_everything() {
     let off = PacingConfig {
         gate: false,
         pace: false,
-        max_gate: Duration::from_secs(60),
-        first_contact: Duration::ZERO,
-        declared: None,
-        declared_units: None,
+        ..PacingConfig::DEFAULT
     };
     let mut o = OriginState::new(ms(0));
     o.on_pushback(off, ms(0), Some(ms(1000)));

@@ -11,14 +11,7 @@ mod quota;
 mod slots;
 mod status;
 
-const ON: PacingConfig = PacingConfig {
-    gate: true,
-    pace: true,
-    max_gate: Duration::from_secs(60),
-    first_contact: Duration::ZERO,
-    declared: None,
-    declared_units: None,
-};
+const ON: PacingConfig = PacingConfig::DEFAULT;
 
 const LONG: Duration = Duration::from_secs(60);
 
@@ -74,12 +67,8 @@ fn state_round_trips_through_its_text_form() {
 }
 
 const CAPPED: PacingConfig = PacingConfig {
-    gate: true,
-    pace: true,
     max_gate: Duration::from_secs(2),
-    first_contact: Duration::ZERO,
-    declared: None,
-    declared_units: None,
+    ..PacingConfig::DEFAULT
 };
 
 /// The reservations of `n` tasks queued at `now`.

@@ -32,14 +32,7 @@ use crate::budget::RetryBudget;
 use crate::origin::{Admission, OriginState, Outcome, PacingConfig, Reservation};
 
 /// The gate and the pace on, as the default policy has them.
-const PACING: PacingConfig = PacingConfig {
-    gate: true,
-    pace: true,
-    max_gate: Duration::from_secs(60),
-    first_contact: Duration::ZERO,
-    declared: None,
-    declared_units: None,
-};
+const PACING: PacingConfig = PacingConfig::DEFAULT;
 /// How long a task accepts to wait, in the checks.
 const LATEST: Duration = Duration::from_secs(10);
 

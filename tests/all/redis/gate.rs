@@ -109,14 +109,7 @@ async fn successes_reach_the_shared_pace_without_another_write() {
         let redis = RedisServer::start();
         let a = store(&redis, "rbp-learn:").await;
         let b = store(&redis, "rbp-learn:").await;
-        let cfg = PacingConfig {
-            gate: true,
-            pace: true,
-            max_gate: Duration::from_secs(60),
-            first_contact: Duration::ZERO,
-            declared: None,
-            declared_units: None,
-        };
+        let cfg = PacingConfig::DEFAULT;
         let o = "http://example.test:80";
         let m = reqwest_backpressure::MemoryStore::new();
         for _ in 0..50 {
@@ -186,14 +179,7 @@ async fn a_burst_of_pushbacks_is_written_together_and_gates_from_the_answer() {
         let redis = RedisServer::start();
         let store = store(&redis, "rbp-burst:").await;
         let origin = "http://burst.test:80";
-        let pacing = PacingConfig {
-            gate: true,
-            pace: true,
-            max_gate: Duration::from_secs(60),
-            first_contact: Duration::ZERO,
-            declared: None,
-            declared_units: None,
-        };
+        let pacing = PacingConfig::DEFAULT;
         let mut conn = redis.conn();
         let () = redis::cmd("CONFIG")
             .arg("RESETSTAT")

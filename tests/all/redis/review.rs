@@ -183,14 +183,7 @@ async fn successes_left_by_a_failed_write_reach_redis_without_another_write() {
         let redis = RedisServer::start();
         let prefix = "rbp-successes:";
         let a = impatient_store(&redis, prefix).await;
-        let pacing = PacingConfig {
-            gate: true,
-            pace: true,
-            max_gate: Duration::from_secs(60),
-            first_contact: Duration::ZERO,
-            declared: None,
-            declared_units: None,
-        };
+        let pacing = PacingConfig::DEFAULT;
         let o = "http://s.test:80";
         redis.signal("-STOP");
         for _ in 0..10 {
@@ -296,14 +289,7 @@ async fn an_admission_whose_caller_went_away_reserves_nothing() {
         let prefix = "rbp-gone-admit:";
         let a = patient_store(&redis, prefix).await;
         let b = store(&redis, prefix).await;
-        let pacing = PacingConfig {
-            gate: true,
-            pace: true,
-            max_gate: Duration::from_secs(60),
-            first_contact: Duration::ZERO,
-            declared: None,
-            declared_units: None,
-        };
+        let pacing = PacingConfig::DEFAULT;
         let o = "http://admit.test:80";
         let back = Outcome::Pushback {
             retry_in: Some(Duration::from_secs(1)),
@@ -424,14 +410,7 @@ async fn a_lazy_store_on_a_redis_cluster_node_refuses_every_operation() {
     bounded(Duration::from_secs(30), async {
         let nodes = [cluster_node(), cluster_node_with_all_slots()];
         let (server, arrivals) = scripted(|_, _| ResponseTemplate::new(200)).await;
-        let pacing = PacingConfig {
-            gate: true,
-            pace: true,
-            max_gate: Duration::from_secs(60),
-            first_contact: Duration::ZERO,
-            declared: None,
-            declared_units: None,
-        };
+        let pacing = PacingConfig::DEFAULT;
         let ungated = PacingConfig {
             gate: false,
             ..pacing
@@ -511,14 +490,7 @@ async fn tasks_dropped_while_they_wait_for_a_shared_slot_give_it_back() {
         );
         // Teach the shared origin about five a second: five successes, then
         // a pushback naming one second.
-        let pacing = reqwest_backpressure::origin::PacingConfig {
-            gate: true,
-            pace: true,
-            max_gate: Duration::from_secs(60),
-            first_contact: Duration::ZERO,
-            declared: None,
-            declared_units: None,
-        };
+        let pacing = reqwest_backpressure::origin::PacingConfig::DEFAULT;
         for _ in 0..5 {
             a.record(
                 &origin,
