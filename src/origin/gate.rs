@@ -8,7 +8,7 @@
 //! A pushback with no time at all (a bare `429` or `503`, as nginx's
 //! `limit_req` and HAProxy's stick tables send) closes the gate too, for a
 //! hold of our own: a second; while the probe after it is rejected as
-//! well, a quarter of a second, growing by half each time up to two: a
+//! well, a fifth of a second, growing by 60% each time up to two: a
 //! server that says nothing sees one probe per hold, never a retry per
 //! rejected task.
 
@@ -104,7 +104,7 @@ impl Gate {
     /// or less behind a smooth pace), or, when the origin admitted nothing
     /// since the last such hold (`admitted_since` false: its probe was
     /// rejected too), [`silent_probe_hold`](super::tuning::Tuning::silent_probe_hold)
-    /// after a whole second, else the last hold grown by half; at most
+    /// after a whole second, else the last hold grown by 60%; at most
     /// [`silent_hold_max`](super::tuning::Tuning::silent_hold_max) and
     /// `max_gate`. A hold is no server time: nobody is told it as one.
     pub(super) fn close_silent(

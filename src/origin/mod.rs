@@ -388,13 +388,19 @@ impl OriginState {
 
     /// A task whose slot has come asks at `now` whether it may send: how
     /// long from now to wait instead, when the gate closed again meanwhile,
-    /// or zero when its queue was restarted since (the gate closed on a
-    /// rejection and reopened: its slot is void, and it asks for a new
-    /// one). `None`: send.
+    /// or zero when its slot is void and it must ask for a new one: its
+    /// queue was restarted since (the gate closed on a rejection and
+    /// reopened), or a rejection closed the gate since and its time has
+    /// passed with no reopening yet (the task that asks first is then the
+    /// probe: a slot of the old queue does not leave in its place, nor
+    /// follow it). `None`: send.
     #[must_use]
     pub fn recheck(&self, now: Duration, reservation: Reservation) -> Option<Duration> {
-        self.gate_in(now)
-            .or_else(|| (reservation.queue != self.pace.queue).then_some(Duration::ZERO))
+        self.gate_in(now).or_else(|| {
+            let void = reservation.queue != self.pace.queue
+                || (self.gate.reopen_pending && self.period.rejected);
+            void.then_some(Duration::ZERO)
+        })
     }
 
     /// A task whose slot has come sent at `now`: its reservation is

@@ -70,10 +70,17 @@ pub(crate) struct Tuning {
     /// period is longer than a second, or it counts what it denies (HAProxy
     /// after a burst of a few times its rate admits again within about two
     /// seconds), or it is down. A probe costs the server one request, so
-    /// the next comes soon and the holds grow from there.
+    /// the next comes soon and the holds grow from there. A fifth of a
+    /// second: HAProxy's rate after a burst of B over a cap of C weighs the
+    /// burst's period less and less through the next, and admits again
+    /// `C / B` of a period before that one ends; probing each fifth of a
+    /// second for the first half second finds it within a fifth (a
+    /// quarter, growing by half, found 72 over 50 a third of a second
+    /// late, and cost the steady load 1–2 requests a second of 50).
     pub(crate) silent_probe_hold: Duration,
-    /// How such holds grow while the probes are rejected: by half (1,
-    /// then 0.25, 0.38, 0.56, 0.84, 1.27, 1.9, 2 s...).
+    /// How such holds grow while the probes are rejected: by 60% (1,
+    /// then 0.2, 0.32, 0.51, 0.82, 1.31, 2 s...): an outage of 20 s sees
+    /// about one probe a second, at most three in any second.
     pub(crate) silent_hold_growth: f64,
     /// The longest such hold: a server down for long sees one probe per
     /// this span (within the bound of about two a second), and one
@@ -119,8 +126,8 @@ pub(crate) const TUNING: Tuning = Tuning {
     epoch_max: Duration::from_secs(60),
     origin_idle: Duration::from_secs(300),
     silent_hold: Duration::from_secs(1),
-    silent_probe_hold: Duration::from_millis(250),
-    silent_hold_growth: 1.5,
+    silent_probe_hold: Duration::from_millis(200),
+    silent_hold_growth: 1.6,
     silent_hold_max: Duration::from_secs(2),
     smooth_hold_intervals: 4,
     smooth_hold_min: Duration::from_millis(50),

@@ -118,8 +118,21 @@ impl<'a, S: Store> Task<'a, S> {
                     // a task has spent, the further back it waits: the
                     // probes of a long outage are the tasks with attempts
                     // to spare, not one task until its attempts run out.
+                    // A task with one attempt left waits behind the whole
+                    // queue, past the tasks that a pace still in slow start
+                    // told to come back later (`QueueAhead`): spent on a
+                    // probe the origin rejects, its last attempt would lose
+                    // the request.
                     let d = if self.state.hint_source() == Some(HintSource::Gate) {
-                        d.saturating_add(TUNING.probe_gap_max * self.state.attempts().max(1))
+                        let attempts = self.state.attempts();
+                        let behind = TUNING.probe_gap_max * attempts.max(1);
+                        let last = attempts.saturating_add(1) >= policy.max_attempts;
+                        let behind = if last {
+                            behind.saturating_add(TUNING.slow_start_ahead)
+                        } else {
+                            behind
+                        };
+                        d.saturating_add(behind)
                     } else {
                         d
                     };

@@ -14,6 +14,7 @@ mod known_quotas;
 mod llm;
 mod middleware;
 mod origin_status;
+mod outage;
 mod parser;
 mod planner;
 mod rate_limited;

@@ -316,14 +316,7 @@ fn a_rejected_probe_grows_the_hold_up_to_its_cap_and_a_success_resets_it() {
     let s = Duration::from_secs_f64;
     assert_eq!(
         holds,
-        [
-            s(0.25),
-            s(0.375),
-            s(0.5625),
-            s(0.84375),
-            s(1.265625),
-            s(1.8984375)
-        ]
+        [s(0.2), s(0.32), s(0.512), s(0.8192), s(1.31072), s(2.0)]
     );
     for _ in 0..4 {
         assert_eq!(o.admit(ON, at, LONG), Admission::Reopened);
@@ -428,4 +421,41 @@ proptest::proptest! {
             proptest::prop_assert!(in_span <= b.size as usize, "{} within {:?}", in_span, b.every);
         }
     }
+}
+
+#[test]
+fn a_slot_booked_before_a_rejected_probe_does_not_leave_when_the_hold_passes() {
+    // The queue behind a silent hold is booked smoothly; its probe is
+    // rejected at once: the gate holds for a fifth of a second.
+    let mut o = after_silent_burst(50);
+    assert_eq!(o.admit(ON, ms(1005), LONG), Admission::Reopened);
+    let Admission::SlotReserved(wait, booked) = o.admit(ON, ms(1005), LONG) else {
+        panic!("expected a slot");
+    };
+    let mut late = None;
+    for _ in 0..30 {
+        if let Admission::SlotReserved(d, r) = o.admit(ON, ms(1005), LONG) {
+            late = Some((d, r));
+        }
+    }
+    let (late_wait, late) = late.expect("slots booked past the hold");
+    o.observe(ON, ms(1008), Outcome::Pushback { retry_in: None });
+    let until = o.gate_until(ms(1008)).expect("closed by the probe");
+    assert_eq!(until, ms(1008) + TUNING.silent_probe_hold);
+    // A slot due while the gate holds waits for it.
+    assert_eq!(
+        o.recheck(ms(1005) + wait, booked),
+        Some(until - (ms(1005) + wait))
+    );
+    // A slot due after the hold, with no reopening yet, is void: its task
+    // asks again, and is the probe; the queue starts anew behind it.
+    let due = ms(1005) + late_wait;
+    assert!(due > until, "{due:?}");
+    assert_eq!(o.recheck(due, late), Some(Duration::ZERO));
+    o.release(due, late);
+    assert_eq!(o.admit(ON, due, LONG), Admission::Reopened);
+    assert!(matches!(
+        o.admit(ON, due, LONG),
+        Admission::SlotReserved(..)
+    ));
 }
