@@ -390,15 +390,20 @@ impl OriginState {
     /// long from now to wait instead, when the gate closed again meanwhile,
     /// or zero when its slot is void and it must ask for a new one: its
     /// queue was restarted since (the gate closed on a rejection and
-    /// reopened), or a rejection closed the gate since and its time has
-    /// passed with no reopening yet (the task that asks first is then the
-    /// probe: a slot of the old queue does not leave in its place, nor
-    /// follow it). `None`: send.
+    /// reopened), or a rejection closed the gate since the last reopening
+    /// and its time has passed with no reopening yet (the task that asks
+    /// first is then the probe: a slot of the old queue does not leave in
+    /// its place, nor follow it). `None`: send.
     #[must_use]
     pub fn recheck(&self, now: Duration, reservation: Reservation) -> Option<Duration> {
         self.gate_in(now).or_else(|| {
-            let void = reservation.queue != self.pace.queue
-                || (self.gate.reopen_pending && self.period.rejected);
+            // The gate closed again since the last reopening (its time is
+            // later than the period's start): a late rejection whose time
+            // had already passed closes nothing, and voids nothing.
+            let closed_since = self.gate.reopen_pending
+                && self.period.rejected
+                && self.gate.until > self.period.start;
+            let void = reservation.queue != self.pace.queue || closed_since;
             void.then_some(Duration::ZERO)
         })
     }
