@@ -185,7 +185,10 @@ impl OriginState {
         answered: Duration,
         retry_at: Option<Duration>,
     ) {
-        if cfg.gate {
+        // A rejection the stated cost quota explains (an LLM API's tokens
+        // spent) holds the origin like a spent quota: it says nothing of
+        // the rate the origin admits in requests.
+        if cfg.gate && !self.tokens.explains_rejection(now) {
             self.period.rejected = true;
         }
         self.hold(cfg, now, answered, retry_at);

@@ -369,12 +369,16 @@ impl OriginState {
         // The probe's head start counts from when it leaves: a first task
         // that asks late (a round trip to a shared store, a busy runtime)
         // must not find the batch behind it already due.
-        let probe = if self.quota.renews() && self.gate.span > self.quota.window {
+        let by_quota = (self.quota.renews() && self.gate.span > self.quota.window)
+            || (self.tokens.quota.renews() && !self.period.rejected);
+        let probe = if by_quota {
             // A quota of known size governs again after a penalty (a
             // `Retry-After` longer than its window): it, not the rate the
             // penalty let through, is what the origin admits. A shorter
             // pushback is another limit than the quota (GitHub's secondary
-            // one within its hourly quota): its pace is learned.
+            // one within its hourly quota): its pace is learned. And when
+            // the period's rejections were all the cost quota's (tokens
+            // spent), that quota governs, not a pace in requests.
             self.pace.unpace(gate.max(now));
             false
         } else {

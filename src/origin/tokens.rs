@@ -130,6 +130,15 @@ impl Tokens {
         }
     }
 
+    /// Whether a rejection at `now` is the cost quota's: its size is known,
+    /// and what is left of its window is less than a request costs (on
+    /// average). The quota, which renews at its reset, then governs: the
+    /// rejection teaches the pace nothing.
+    pub(super) fn explains_rejection(&self, now: Duration) -> bool {
+        let q = &self.quota;
+        q.renews() && q.until > now && q.left < self.mean.max(1)
+    }
+
     /// An answer at `now`, to a request sent at `sent`, stated `st`: within
     /// the current window the smaller count binds; from its reset on the
     /// server's statement governs (over a declaration).
@@ -149,6 +158,16 @@ impl Tokens {
                 }
             } else {
                 (self.high, self.low, self.seen) = (st.remaining, st.remaining, 1);
+                if self.mean == 0
+                    && let Some(limit) = st.limit
+                {
+                    // No mean yet: the first answer of a window is one
+                    // request's cost below its whole size (more, if others
+                    // spent from the window too: a mean too high holds a
+                    // window's requests back, never sends too many). The
+                    // first contact's answer so paces the first burst.
+                    self.mean = limit.saturating_sub(st.remaining);
+                }
             }
         }
         let size = st.limit.filter(|&l| l > 0).map(|limit| Size {

@@ -381,3 +381,60 @@ fn the_mean_cost_is_learned_afresh_in_each_window() {
     }
     assert_eq!(o.tokens.mean, 80);
 }
+
+#[test]
+fn the_first_answers_fall_from_a_whole_window_is_the_first_mean_cost() {
+    // The first contact's answer: 915 of 1000 tokens left, so it cost 85.
+    let mut o = OriginState::new(ms(0));
+    o.observe(ON, ms(5), with_tokens(915, 1000, ms(5)));
+    assert_eq!(o.tokens.mean, 85);
+    // The burst behind it is held to what 915 tokens pay for at 85 each.
+    assert_eq!(admitted_costing(&mut o, ms(10), 20), 10);
+    // Later answers of the window correct it from how the remaining falls.
+    for (i, left) in [835, 755, 675].into_iter().enumerate() {
+        o.observe(ON, ms(20 + 10 * i as u64), with_tokens(left, 1000, ms(1)));
+    }
+    assert_eq!(o.tokens.mean, 80);
+}
+
+/// An origin stating a token quota of 1000 a second, whose answers fall by
+/// 80 a request down to `tokens_left`, then a `429` until the reset at 1 s.
+fn tokens_spent_then_rejected(tokens_left: u64) -> OriginState {
+    let mut o = OriginState::new(ms(0));
+    let answers = (0..)
+        .map_while(|i| 1000_u64.checked_sub(80 * i))
+        .take_while(|&left| left >= tokens_left);
+    for (i, left) in answers.enumerate() {
+        o.observe(ON, ms(i as u64), with_tokens(left, 1000, ms(1)));
+    }
+    assert_eq!(o.tokens.mean, 80);
+    o.observe(
+        ON,
+        ms(50),
+        Outcome::Pushback {
+            retry_in: Some(ms(950)),
+        },
+    );
+    o
+}
+
+#[test]
+fn a_rejection_the_token_quota_explains_teaches_no_pace_in_requests() {
+    // 40 tokens left, less than a request costs: the rejection is the
+    // token quota's, which renews at its reset and governs from there.
+    let mut o = tokens_spent_then_rejected(40);
+    assert_eq!(o.gate_in(ms(50)), Some(ms(950)));
+    assert_eq!(o.admit_costing(ON, ms(1000), LONG, 0), Admission::Reopened);
+    assert_eq!(o.rate(), 0.0, "{:?}", o.pace.mode);
+    // The rest of the renewed window leaves at once: 1000 / 80 a request,
+    // the reopening's own one of them.
+    assert_eq!(admitted_costing(&mut o, ms(1000), 20), 11);
+    // Tokens to spare: the rejection is another limit's, and its pace is
+    // learned from what got through.
+    let mut o = tokens_spent_then_rejected(760);
+    assert!(matches!(
+        o.admit_costing(ON, ms(1000), LONG, 0),
+        Admission::Reopened
+    ));
+    assert!(o.rate() > 0.0, "{:?}", o.pace.mode);
+}
