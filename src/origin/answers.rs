@@ -191,6 +191,14 @@ impl OriginState {
         if cfg.gate && !self.tokens.explains_rejection(now) {
             self.period.rejected = true;
         }
+        // A rejected request was not admitted: a server stating its quota
+        // counts what it admits (GitHub's secondary limit spends nothing of
+        // the primary quota), so the unit its admission spent comes back.
+        // Where the server counted it after all, its next statement of the
+        // window, the smaller count, corrects this.
+        if self.quota.renews() {
+            self.quota.refund(now);
+        }
         self.hold(cfg, now, answered, retry_at);
     }
 

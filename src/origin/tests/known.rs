@@ -438,3 +438,49 @@ fn a_rejection_the_token_quota_explains_teaches_no_pace_in_requests() {
     ));
     assert!(o.rate() > 0.0, "{:?}", o.pace.mode);
 }
+
+#[test]
+fn a_request_another_limit_rejects_gives_its_unit_of_the_stated_quota_back() {
+    // 10 per 5 s stated, 9 left; six more admitted: 3 left.
+    let mut o = OriginState::new(ms(0));
+    o.observe(
+        ON,
+        ms(0),
+        Outcome::Quota {
+            remaining: 9,
+            reset_in: Duration::from_secs(5),
+            limit: Some(10),
+            window: Some(Duration::from_secs(5)),
+            sent_ago: ms(0),
+            tokens: None,
+        },
+    );
+    assert_eq!(admitted_now(&mut o, ON, ms(10), 6), 6);
+    assert_eq!(o.quota.left, 3);
+    // Two of them meet a secondary limit (GitHub's: quota left, a
+    // `retry-after`): the server counted neither against the quota.
+    for _ in 0..2 {
+        o.observe(
+            ON,
+            ms(20),
+            Outcome::Pushback {
+                retry_in: Some(ms(1000)),
+            },
+        );
+    }
+    assert_eq!(o.quota.left, 5);
+    // The window's next statement still binds where it is smaller.
+    o.observe(
+        ON,
+        ms(30),
+        Outcome::Quota {
+            remaining: 4,
+            reset_in: Duration::from_secs(5) - ms(30),
+            limit: Some(10),
+            window: Some(Duration::from_secs(5)),
+            sent_ago: ms(20),
+            tokens: None,
+        },
+    );
+    assert_eq!(o.quota.left, 4);
+}
