@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use reqwest_backpressure::Policy;
 
-use crate::common::client;
+use crate::common::{client, spawn_tasks};
 use crate::server::{LimitedServer, ServerState, Shape};
 
 const CAP: u32 = 40;
@@ -20,13 +20,7 @@ const TASKS: u32 = 160;
 async fn storm(shape: Shape, believed_zeros: usize) -> ServerState {
     let server = LimitedServer::start(shape, CAP, "/").await;
     let client = client(Policy::default());
-    let tasks: Vec<_> = (0..TASKS)
-        .map(|i| {
-            let client = client.clone();
-            let url = server.url.clone();
-            tokio::spawn(async move { client.get(url).header("x-task", i).send().await })
-        })
-        .collect();
+    let tasks = spawn_tasks(&client, &server.url, TASKS);
     for t in tasks {
         let status = t.await.expect("task").expect("answer").status();
         assert_eq!(status, 200, "{}", shape.name());

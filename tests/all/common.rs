@@ -101,6 +101,22 @@ pub(crate) fn client_with<S: Store>(middleware: RetryAfterMiddleware<S>) -> Clie
     ClientBuilder::new(http_client()).with(middleware).build()
 }
 
+/// `n` GETs of `url` at once, each a task of its own carrying its index
+/// as `x-task` (the test server's key for what each task sent).
+pub(crate) fn spawn_tasks(
+    client: &ClientWithMiddleware,
+    url: &str,
+    n: u32,
+) -> Vec<tokio::task::JoinHandle<reqwest_middleware::Result<Response>>> {
+    (0..n)
+        .map(|i| {
+            let client = client.clone();
+            let url = url.to_owned();
+            tokio::spawn(async move { client.get(url).header("x-task", i).send().await })
+        })
+        .collect()
+}
+
 // ------------------------------------------------------------ outcomes
 
 pub(crate) fn report(resp: &Response) -> RetryReport {

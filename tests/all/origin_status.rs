@@ -9,7 +9,7 @@ use reqwest_backpressure::origin::{OriginStatus, PaceKind};
 use reqwest_backpressure::{MemoryStore, Policy, RetryAfterMiddleware, Store};
 use tokio::time::Instant;
 
-use crate::common::client_with;
+use crate::common::{client_with, spawn_tasks};
 use crate::server::{LimitedServer, Shape};
 
 const CAP: u32 = 40;
@@ -30,13 +30,7 @@ async fn run_and_watch<S: Store + Clone>(
         "no state before the first request"
     );
     let client = client_with(middleware);
-    let tasks: Vec<_> = (0..TASKS)
-        .map(|i| {
-            let client = client.clone();
-            let url = server.url.clone();
-            tokio::spawn(async move { client.get(url).header("x-task", i).send().await })
-        })
-        .collect();
+    let tasks = spawn_tasks(&client, &server.url, TASKS);
     let started = Instant::now();
     let mut seen = Vec::new();
     while !tasks.iter().all(tokio::task::JoinHandle::is_finished) {

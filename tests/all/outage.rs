@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use reqwest_backpressure::Policy;
 
-use crate::common::{client, report};
+use crate::common::{client, report, spawn_tasks};
 use crate::server::{LimitedServer, Shape};
 
 #[tokio::test]
@@ -16,13 +16,7 @@ async fn every_task_rides_out_an_outage_within_its_attempts() {
     let down = Duration::from_secs(3);
     let server = LimitedServer::start(Shape::Outage { down }, 20, "/outage").await;
     let client = client(Policy::default());
-    let tasks: Vec<_> = (0..TASKS)
-        .map(|i| {
-            let client = client.clone();
-            let url = server.url.clone();
-            tokio::spawn(async move { client.get(url).header("x-task", i).send().await })
-        })
-        .collect();
+    let tasks = spawn_tasks(&client, &server.url, TASKS);
     for t in tasks {
         let resp = t.await.expect("task").expect("answer");
         let r = report(&resp);
