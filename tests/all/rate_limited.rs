@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use reqwest_backpressure::{Policy, RateLimitHeaders};
 use wiremock::ResponseTemplate;
 
-use crate::common::{client, exact, report, scripted};
+use crate::common::{client, exact, report, scripted, spawn_tasks};
 use crate::server::{LimitedServer, Shape};
 
 #[tokio::test]
@@ -357,11 +357,7 @@ async fn a_burst_against_retry_after_zero_in_a_closed_window_all_gets_through() 
     let server = LimitedServer::start(Shape::TruncatedZero, 20, "/").await;
     // Default policy (jitter on): 80 tasks.
     let client = client(Policy::default());
-    let tasks = (0..80u32).map(|i| {
-        let client = client.clone();
-        let url = server.url.clone();
-        tokio::spawn(async move { client.get(url).header("x-task", i).send().await })
-    });
+    let tasks = spawn_tasks(&client, &server.url, 80);
     let mut ok = 0;
     for t in tasks {
         let resp = t.await.unwrap().unwrap();
