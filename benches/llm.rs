@@ -61,7 +61,7 @@ use reqwest_retry::policies::ExponentialBackoff;
 #[path = "../tests/support/server.rs"]
 mod server;
 
-use server::llm::{LlmConfig, LlmServer, LlmState};
+use server::llm::{LlmConfig, LlmServer, LlmState, costs};
 
 /// Longest a row may take before its partial figures are reported.
 const ROW_TIMEOUT: Duration = Duration::from_secs(40);
@@ -180,18 +180,8 @@ impl Settings {
     }
 }
 
-/// `n` costs in 20..=140, the same every run (a 64-bit LCG's high bits).
-fn costs(n: usize) -> Vec<u64> {
-    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-    (0..n)
-        .map(|_| {
-            x = x
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            20 + (x >> 33) % 121
-        })
-        .collect()
-}
+/// The seed of the requests' costs: the same every run.
+const COST_SEED: u64 = 0x2545_f491_4f6c_dd1d;
 
 /// What one row ended with.
 struct Row {
@@ -390,7 +380,7 @@ fn main() {
         .enable_all()
         .build()
         .expect("tokio runtime");
-    let costs = costs(settings.n);
+    let costs = costs(COST_SEED, settings.n);
     let mean = costs.iter().sum::<u64>() as f64 / costs.len().max(1) as f64;
     println!(
         "llm: N={} keyed POSTs, {} in flight, costs 20..=140 (mean {mean:.1}){}",

@@ -11,19 +11,11 @@ use futures_util::StreamExt;
 use reqwest_backpressure::{Cost, IdempotencyKey, Policy, RateLimitHeaders};
 
 use crate::common::client;
-use crate::server::llm::{LlmConfig, LlmServer, LlmState, LlmWindow};
+use crate::server::llm::{LlmConfig, LlmServer, LlmState, LlmWindow, costs as server_costs};
 
 /// `n` costs in 20..=140 (mean about 80), the same every run.
 fn costs(n: usize) -> Vec<u64> {
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    (0..n)
-        .map(|_| {
-            x = x
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            20 + (x >> 33) % 121
-        })
-        .collect()
+    server_costs(0x9e37_79b9_7f4a_7c15, n)
 }
 
 /// Sends one keyed POST per cost, `in_flight` at once, each with its

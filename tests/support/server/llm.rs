@@ -45,6 +45,20 @@ use super::{lock, task_of};
 /// The one path the server answers (`POST`).
 pub const CHAT_COMPLETIONS: &str = "/v1/chat/completions";
 
+/// `n` request costs in 20..=140 (mean about 80), the same for the same
+/// `seed`: the high bits of a 64-bit LCG started at it.
+pub fn costs(seed: u64, n: usize) -> Vec<u64> {
+    let mut x = seed;
+    (0..n)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            20 + (x >> 33) % 121
+        })
+        .collect()
+}
+
 /// How an [`LlmServer`] limits.
 #[derive(Debug, Clone, Copy)]
 pub struct LlmConfig {
