@@ -32,11 +32,10 @@ use criterion::{BenchmarkId, Criterion};
 use reqwest_backpressure::{Policy, RetryAfterMiddleware};
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 use tokio::runtime::Runtime;
-use wiremock::matchers::method;
-use wiremock::{Mock, MockServer, ResponseTemplate};
 
-/// The body every answer carries.
-const BODY: &str = "ok: a small body of a few dozen bytes\n";
+#[path = "support/loopback.rs"]
+mod loopback;
+use loopback::{full_run, runtime_and_server};
 
 /// Concurrent first requests per burst.
 const SIZES: [usize; 3] = [1, 16, 100];
@@ -123,25 +122,8 @@ fn interleaved(
 }
 
 fn main() {
-    // `cargo bench` passes `--bench`; `cargo test --benches` does not, and
-    // then every part runs briefly.
-    let full = std::env::args().any(|a| a == "--bench");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let server = rt.block_on(async {
-        let server = MockServer::builder()
-            .disable_request_recording()
-            .start()
-            .await;
-        Mock::given(method("GET"))
-            .respond_with(ResponseTemplate::new(200).set_body_string(BODY))
-            .mount(&server)
-            .await;
-        server
-    });
-    let url = format!("{}/item", server.uri());
+    let full = full_run();
+    let (rt, _server, url) = runtime_and_server();
     let http = reqwest::Client::new();
     // Open the pool's connections for the largest burst before measuring.
     rt.block_on(burst(&client(&http, BARE), &url, SIZES[SIZES.len() - 1]));

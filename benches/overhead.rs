@@ -57,11 +57,10 @@ use reqwest_middleware::{ClientBuilder, ClientWithMiddleware, Middleware, Next};
 use reqwest_retry::RetryTransientMiddleware;
 use reqwest_retry::policies::ExponentialBackoff;
 use tokio::runtime::Runtime;
-use wiremock::matchers::method;
-use wiremock::{Mock, MockServer, ResponseTemplate};
 
-/// The body every answer carries.
-const BODY: &str = "ok: a small body of a few dozen bytes\n";
+#[path = "support/loopback.rs"]
+mod loopback;
+use loopback::{BODY, full_run, runtime_and_server};
 
 /// Names of the three clients, in criterion and in the ratio line.
 const NAMES: [&str; 3] = ["bare", "reqwest-backpressure", "reqwest-retry"];
@@ -273,25 +272,8 @@ fn interleaved(
 }
 
 fn main() {
-    // `cargo bench` passes `--bench`; `cargo test --benches` does not, and
-    // then every part runs briefly.
-    let full = std::env::args().any(|a| a == "--bench");
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let server = rt.block_on(async {
-        let server = MockServer::builder()
-            .disable_request_recording()
-            .start()
-            .await;
-        Mock::given(method("GET"))
-            .respond_with(ResponseTemplate::new(200).set_body_string(BODY))
-            .mount(&server)
-            .await;
-        server
-    });
-    let url = format!("{}/item", server.uri());
+    let full = full_run();
+    let (rt, server, url) = runtime_and_server();
     let clients = clients();
 
     let mut criterion = Criterion::default()
