@@ -79,13 +79,12 @@ pub(crate) fn pass(ok: bool) -> &'static str {
     if ok { "PASS" } else { "MISS" }
 }
 
-/// Writes the heading of `row`'s targets and the two targets every row of
-/// ours has, every task succeeding (none unfinished) and no premature send,
-/// to `out`; returns whether each was met, `(all_ok, no_premature)`.
-pub(crate) fn shared_targets(out: &mut String, cfg: &Config, row: &Row) -> (bool, bool) {
+/// Writes the heading of `row`'s targets and the target every row of ours
+/// has, every task succeeding (none unfinished), to `out`; returns whether
+/// it was met.
+pub(crate) fn heading_and_success(out: &mut String, cfg: &Config, row: &Row) -> bool {
     let c = &row.client_side;
     let all_ok = c.ok == cfg.n && row.timed_out.is_none();
-    let no_premature = row.server.premature == 0;
     if cfg.declare {
         let _ = writeln!(out, "{}", crate::declared::heading(cfg, row));
     } else {
@@ -100,6 +99,15 @@ pub(crate) fn shared_targets(out: &mut String, cfg: &Config, row: &Row) -> (bool
         cfg.n,
         cfg.n
     );
+    all_ok
+}
+
+/// [`heading_and_success`], then the other target every row of ours that
+/// can send early has, no premature send; returns whether each was met,
+/// `(all_ok, no_premature)`.
+pub(crate) fn shared_targets(out: &mut String, cfg: &Config, row: &Row) -> (bool, bool) {
+    let all_ok = heading_and_success(out, cfg, row);
+    let no_premature = row.server.premature == 0;
     let _ = writeln!(
         out,
         "    {}  {} premature sends (target 0)",

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use crate::config::{ClientKind, Config, OUTAGE_DEADLINE};
 use crate::outcome::Row;
-use crate::report::{pass, secs};
+use crate::report::{heading_and_success, pass, secs};
 use crate::server::{ServerState, Shape};
 
 /// The stop codes counted per row, as `RetryReport::stop_reason` names them.
@@ -207,28 +207,14 @@ fn row_targets(out: &mut String, cfg: &Config, row: &Row) -> bool {
     let s = &row.server;
     let ideal = cfg.ideal(row.shape);
     let limit = ideal.mul_f64(1.3);
-    let all_ok = c.ok == cfg.n && row.timed_out.is_none();
+    let all_ok = heading_and_success(out, cfg, row);
     let fast = all_ok && c.last_ok.is_some_and(|l| l <= limit);
     let budget = stopped(&c.reasons, STOP_CODES[0]);
     // A declared quota: no rejection once the server is up (the outage's
     // own targets stand, its time down answers everything 503).
     let declared = cfg.declare && crate::declared::has_targets(row.shape);
-    if cfg.declare {
-        let _ = writeln!(out, "{}", crate::declared::heading(cfg, row));
-    } else {
-        let _ = writeln!(out, "  {}:", row.shape.name());
-    }
     if declared {
         let mut met = all_ok;
-        let _ = writeln!(
-            out,
-            "    {}  {}/{} tasks succeed (target {}/{})",
-            pass(all_ok),
-            c.ok,
-            cfg.n,
-            cfg.n,
-            cfg.n
-        );
         met &= crate::declared::targets(out, cfg, row, all_ok);
         let _ = writeln!(
             out,
@@ -241,13 +227,7 @@ fn row_targets(out: &mut String, cfg: &Config, row: &Row) -> bool {
         let _ = writeln!(out, "    {}  {text}", pass(ok));
         ok
     };
-    let mut met = line(
-        all_ok,
-        format!(
-            "{}/{} tasks succeed (target {}/{})",
-            c.ok, cfg.n, cfg.n, cfg.n
-        ),
-    );
+    let mut met = all_ok;
     met &= line(
         fast,
         format!(
