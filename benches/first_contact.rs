@@ -35,7 +35,7 @@ use tokio::runtime::Runtime;
 
 #[path = "support/loopback.rs"]
 mod loopback;
-use loopback::{full_run, runtime_and_server};
+use loopback::{full_run, median, runtime_and_server};
 
 /// Concurrent first requests per burst.
 const SIZES: [usize; 3] = [1, 16, 100];
@@ -86,16 +86,6 @@ async fn timed_burst(http: &reqwest::Client, which: usize, url: &str, n: usize) 
     let start = Instant::now();
     burst(&client, url, n).await;
     start.elapsed()
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
 }
 
 /// `rounds` rounds, each one burst of `n` per client in a new random

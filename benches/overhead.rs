@@ -60,7 +60,7 @@ use tokio::runtime::Runtime;
 
 #[path = "support/loopback.rs"]
 mod loopback;
-use loopback::{BODY, full_run, runtime_and_server};
+use loopback::{BODY, full_run, median, runtime_and_server};
 
 /// Names of the three clients, in criterion and in the ratio line.
 const NAMES: [&str; 3] = ["bare", "reqwest-backpressure", "reqwest-retry"];
@@ -227,16 +227,6 @@ impl Spread {
             min: v.iter().copied().fold(f64::INFINITY, f64::min),
             max: v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
         }
-    }
-}
-
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
     }
 }
 

@@ -1,6 +1,6 @@
 //! What the loopback benches (`overhead`, `first_contact`) share: the
-//! body every answer carries, and a local server answering every `GET` at
-//! once with it, on a runtime of its own.
+//! body every answer carries, a local server answering every `GET` at
+//! once with it, on a runtime of its own, and the median they report.
 
 use tokio::runtime::Runtime;
 use wiremock::matchers::method;
@@ -35,4 +35,16 @@ pub fn runtime_and_server() -> (Runtime, MockServer, String) {
     });
     let url = format!("{}/item", server.uri());
     (rt, server, url)
+}
+
+/// The median of `v` (sorted in place; the mean of the middle two when
+/// its length is even).
+pub fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
 }
