@@ -366,8 +366,10 @@ impl Policy {
     /// not wait. The first answer may state the origin's quota
     /// (`RateLimit`, a vendor's limit headers), which then paces them: a
     /// burst that left with the first request would meet a whole wave of
-    /// `429`s instead. An origin is new again after it was forgotten
-    /// (idle for five minutes). Origins with a declared [`quota`](Self::quota)
+    /// `429`s instead. One wait per origin: when the first answer is
+    /// late, or lost (a transport error), every request waiting goes at
+    /// once, and later ones do not wait. An origin is new again after it
+    /// was forgotten (idle for five minutes). Origins with a declared [`quota`](Self::quota)
     /// do not wait: their pace is known.
     ///
     /// # Default
