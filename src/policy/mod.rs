@@ -312,9 +312,10 @@ impl Policy {
     /// and port). Requests to it are paced to the quota from the very first
     /// ([`Quota`] says how each shape is kept), with no first wave of
     /// `429`s; the origin's rate-limit headers still count, and the tightest
-    /// binds. Declared again for the same origin, the later declaration
-    /// replaces the earlier; an origin matched by both its URL and its host
-    /// takes the URL's. Needs `origin_gate`; shared through the store like
+    /// binds. A quota in requests and one in cost units ([`Quota::units`])
+    /// for the same origin both bind. Declared again for the same origin in
+    /// the same unit, the later declaration replaces the earlier; an origin
+    /// matched by both its URL and its host takes the URL's (per unit). Needs `origin_gate`; shared through the store like
     /// the gate (each process declares the same).
     ///
     /// An origin that cannot be read, a count of 0 or a span under a
@@ -332,8 +333,9 @@ impl Policy {
     #[must_use]
     pub fn quota(mut self, origin: &str, quota: Quota) -> Self {
         let target = Target::parse(origin);
-        self.quotas
-            .retain(|(t, _)| *t != target || *t == Target::Invalid);
+        self.quotas.retain(|(t, q)| {
+            *t != target || *t == Target::Invalid || q.is_units() != quota.is_units()
+        });
         self.quotas.push((target, quota));
         self
     }

@@ -9,10 +9,9 @@ use std::time::Duration;
 
 use reqwest_middleware::ClientWithMiddleware;
 
-
+mod declared;
 mod first_contact;
-
-
+mod offline;
 
 /// `n` GETs of `url` at once, each a task of its own; the results in order.
 async fn all_at_once(
