@@ -11,7 +11,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use crate::budget::RetryBudget;
-use crate::origin::{Admission, Outcome, PacingConfig, Reservation};
+use crate::origin::{Admission, Outcome, PacingConfig, Reservation, Within};
 use crate::store::{Store, StoreError};
 
 /// A paced slot an admission reserved, and on which of the store's states
@@ -36,20 +36,20 @@ pub(crate) fn deposit<'s, S: Store>(
 }
 
 /// A task asks to send to `origin` (spending `cost` of its quota in cost
-/// units) and accepts to wait at most `latest`:
+/// units) and accepts to wait at most `within`:
 /// the admission, and whether the store's stand-in state gave it (see
 /// [`Slot`]). `None` with the gate off: the task sends at once.
 pub(crate) fn admit<'s, S: Store>(
     store: &'s S,
     origin: &'s str,
     pacing: PacingConfig,
-    latest: Duration,
+    within: Within,
     cost: u64,
 ) -> Option<impl Future<Output = Result<(Admission, bool), StoreError>> + Send + 's> {
     pacing.gate.then(|| {
         store.update_origin(origin, move |state, now| {
             (
-                state.admit_costing(pacing, now.time(), latest, cost),
+                state.admit_within(pacing, now.time(), within, cost),
                 now.is_fallback(),
             )
         })

@@ -62,3 +62,27 @@ pub struct Reservation {
     /// closed on a rejection and reopened) voids it.
     pub(crate) queue: u32,
 }
+
+/// How long from now a task accepts to wait for its origin: for what the
+/// server set (its gate, a quota it stated, a pace learned from it), and
+/// for a slot or hold of a quota the caller declared, which is the
+/// caller's own knowledge and not a server delay (its deadline alone
+/// bounds it, not `max_wait`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Within {
+    /// For the gate, a stated quota, a learned pace and the first contact.
+    pub server: Duration,
+    /// For a declared quota's slot or hold.
+    pub declared: Duration,
+}
+
+impl Within {
+    /// The same limit for both.
+    #[must_use]
+    pub const fn both(latest: Duration) -> Self {
+        Within {
+            server: latest,
+            declared: latest,
+        }
+    }
+}

@@ -47,7 +47,7 @@ pub(crate) mod tuning;
 mod wire;
 
 #[doc(hidden)]
-pub use admission::{Admission, Reservation};
+pub use admission::{Admission, Reservation, Within};
 use first::First;
 use gate::Gate;
 use pace::{Pace, Slot};
@@ -264,6 +264,20 @@ impl OriginState {
         latest: Duration,
         cost: u64,
     ) -> Admission {
+        self.admit_within(cfg, now, Within::both(latest), cost)
+    }
+
+    /// [`admit_costing`](Self::admit_costing) for a task that accepts to
+    /// wait longer for a declared quota's slot or hold than for the
+    /// server's (see [`Within`]).
+    pub fn admit_within(
+        &mut self,
+        cfg: PacingConfig,
+        now: Duration,
+        within: Within,
+        cost: u64,
+    ) -> Admission {
+        let latest = within.server;
         self.last_seen = now;
         if !cfg.gate {
             return Admission::Now;
@@ -297,7 +311,7 @@ impl OriginState {
         if let Some(declared) = cfg.declared_units {
             self.tokens.declared(now, declared);
         }
-        let cost = match self.tokens.check(now, latest, cfg.max_gate, cost) {
+        let cost = match self.tokens.check(now, within, cfg.max_gate, cost) {
             Check::Free => 0,
             Check::Spends | Check::Probe => cost,
             Check::Held { wait, first: true } => return Admission::QuotaHeld(wait),
@@ -307,7 +321,12 @@ impl OriginState {
         if let Some(declared) = cfg.declared {
             self.pace.bound(now, declared);
         }
-        let slot = if cfg.pace || cfg.declared.is_some() {
+        let slot = if cfg.declared.is_some() {
+            // Paced no faster than declared: the queue is the caller's
+            // own knowledge, waited for while the deadline allows.
+            self.pace
+                .take(now, within.declared, probe, self.quota.stated())
+        } else if cfg.pace {
             self.pace.take(now, latest, probe, self.quota.stated())
         } else {
             Slot::Go

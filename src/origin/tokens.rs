@@ -11,6 +11,7 @@
 
 use std::time::Duration;
 
+use super::Within;
 use super::quota::{Check, Quota, Size};
 
 /// The cost quota of one origin.
@@ -49,13 +50,17 @@ impl Tokens {
         if cost > 0 { cost } else { self.mean }
     }
 
-    /// A task asks at `now` to spend `cost` and accepts to wait `latest`.
+    /// A task asks at `now` to spend `cost` and accepts to wait `within`.
     /// A request costlier than a whole window goes when the window is
-    /// whole (it would never fit otherwise).
+    /// whole (it would never fit otherwise). A stated quota spent holds the
+    /// origin at most `max_gate` at a time, then one probe (a server's
+    /// reset is its word); a declared one until its window closes, with no
+    /// probe (it is the caller's own knowledge: a probe would spend again
+    /// and push the window's end out, so it would never renew).
     pub(super) fn check(
         &mut self,
         now: Duration,
-        latest: Duration,
+        within: Within,
         max_gate: Duration,
         cost: u64,
     ) -> Check {
@@ -74,6 +79,15 @@ impl Tokens {
         if q.left >= cost || (q.limit > 0 && q.left >= q.limit) {
             return Check::Spends;
         }
+        if !self.declared.is_zero() {
+            let wait = q.until - now;
+            if wait > within.declared {
+                return Check::TooLate(wait);
+            }
+            let first = !std::mem::replace(&mut q.announced, true);
+            return Check::Held { wait, first };
+        }
+        let latest = within.server;
         if !q.announced {
             q.probe_at = now.saturating_add(max_gate);
         }

@@ -134,6 +134,11 @@ pub struct AdmissionLimit {
     pub latest: Duration,
     /// Why the task stops if the origin cannot take it within `latest`.
     pub reason: StopReason,
+    /// How long from now the task accepts to wait for a slot of a quota
+    /// the caller declared: its deadline (less the send reserve) alone. A
+    /// declared quota is the caller's own knowledge, not a server delay:
+    /// `max_wait` and `max_total_wait` do not cap it.
+    pub declared: Duration,
 }
 
 /// Where the time of a planned retry came from. The

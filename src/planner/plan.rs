@@ -351,7 +351,8 @@ impl Planner {
     /// or for a paced slot) before it sends, and why it stops if the origin
     /// cannot take it by then: the deadline less `send_reserve`
     /// (`deadline_exhausted`), or `max_wait` and what is left of
-    /// `max_total_wait` (`wait_budget_exhausted`), whichever is sooner.
+    /// `max_total_wait` (`wait_budget_exhausted`), whichever is sooner;
+    /// for a slot of a declared quota, the deadline alone.
     #[must_use]
     pub fn admission_limit(&self, task: &TaskState, now: Instant) -> AdmissionLimit {
         let p = &self.policy;
@@ -366,11 +367,13 @@ impl Planner {
             AdmissionLimit {
                 latest: by_deadline,
                 reason: StopReason::DeadlineExhausted,
+                declared: by_deadline,
             }
         } else {
             AdmissionLimit {
                 latest: by_budget,
                 reason: StopReason::WaitBudgetExhausted,
+                declared: by_deadline,
             }
         }
     }

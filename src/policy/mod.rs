@@ -146,7 +146,9 @@ impl Policy {
     }
 
     /// The longest single server delay the task accepts. A longer one stops
-    /// the task with `wait_budget_exhausted`; it is never clamped down.
+    /// the task with `wait_budget_exhausted`; it is never clamped down. A
+    /// slot of a declared [`quota`](Self::quota) is no server delay: the
+    /// task's deadline alone bounds the wait for it.
     #[must_use]
     pub fn max_wait(mut self, d: Duration) -> Self {
         self.max_wait = d;
@@ -155,6 +157,8 @@ impl Policy {
 
     /// The most time one task may spend waiting, over all its retries: the
     /// server's (or the fallback's) delays and time at the origin's gate.
+    /// A wait for a declared [`quota`](Self::quota)'s slot is bounded by the
+    /// deadline alone (it still counts toward this budget for later retries).
     /// Jitter is not counted: it is added only within what is left of this
     /// budget, and never turns a wait the budgets allow into a stop.
     #[must_use]

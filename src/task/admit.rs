@@ -11,8 +11,8 @@ use crate::admission::{self, Slot};
 use crate::error::Error;
 use crate::extensions::IdempotencyKey;
 use crate::observe::{self, WaitReason};
-use crate::origin::Admission;
 use crate::origin::tuning::TUNING;
+use crate::origin::{Admission, Within};
 use crate::planner::HintSource;
 use crate::planner::StopReason;
 use crate::store::Store;
@@ -69,8 +69,12 @@ impl<'a, S: Store> Task<'a, S> {
             let asked = now.take().unwrap_or_else(Instant::now);
             let limit = self.planner.admission_limit(&self.state, asked);
             let pacing = policy.pacing_config(&self.origin);
+            let within = Within {
+                server: limit.latest,
+                declared: limit.declared,
+            };
             let Some(admit) =
-                admission::admit(&**self.store, &self.origin, pacing, limit.latest, self.cost)
+                admission::admit(&**self.store, &self.origin, pacing, within, self.cost)
             else {
                 return Ok(asked);
             };

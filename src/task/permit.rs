@@ -120,7 +120,7 @@ impl<S: Store> Drop for Permit<'_, S> {
 mod tests {
     use super::*;
     use crate::MemoryStore;
-    use crate::origin::{Admission, OriginState, Outcome, PacingConfig};
+    use crate::origin::{Admission, OriginState, Outcome, PacingConfig, Within};
 
     const PACING: PacingConfig = PacingConfig::DEFAULT;
     const LATEST: Duration = Duration::from_secs(10);
@@ -170,7 +170,7 @@ mod tests {
     }
 
     async fn admit(store: &MemoryStore) -> (Admission, bool) {
-        admission::admit(store, O, PACING, LATEST, 0)
+        admission::admit(store, O, PACING, Within::both(LATEST), 0)
             .expect("the gate on")
             .await
             .expect("memory store")

@@ -23,8 +23,8 @@ mod ratelimit_quota;
 #[cfg(feature = "redis")]
 mod redis;
 mod reliability;
-mod review_defects;
 mod review27_origin;
+mod review_defects;
 mod review_fixes;
 mod server_shapes;
 

@@ -4,6 +4,7 @@
 use super::pace::Mode;
 use super::*;
 
+mod declared;
 mod gate;
 mod known;
 mod pace;
