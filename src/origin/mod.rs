@@ -237,13 +237,14 @@ impl OriginState {
         self.held_until(now) <= now && now.saturating_sub(self.last_seen) >= idle
     }
 
-    /// The latest of the gate, the paced queue and a spent quota's hold:
-    /// what a store must keep the state for.
+    /// The latest of the gate, the paced queue, a spent quota's hold and a
+    /// declared window: what a store must keep the state for.
     pub(crate) fn held_until(&self, now: Duration) -> Duration {
         self.gate
             .until
-            .max(self.pace.next_slot)
+            .max(self.pace.held_until())
             .max(self.quota.held_until(now).unwrap_or_default())
+            .max(self.tokens.declared_until())
     }
 
     /// A task asks to send at `now` and will not send later than `latest`

@@ -164,6 +164,16 @@ impl Pace {
         }
     }
 
+    /// Until when what the pace handed out binds: its last slot, and with
+    /// batches the earliest start of the next (a state forgotten sooner
+    /// would let a whole batch leave at once, inside the window).
+    pub(super) fn held_until(&self) -> Duration {
+        match self.mode {
+            Mode::Batches(b) => self.next_slot.saturating_add(b.every),
+            _ => self.next_slot,
+        }
+    }
+
     /// At `now`: once every slot handed out has come, none is reserved any
     /// more (a holder that vanished without a word leaks nothing).
     pub(super) fn settle(&mut self, now: Duration) {

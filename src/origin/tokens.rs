@@ -124,6 +124,16 @@ impl Tokens {
         self.declared = window;
     }
 
+    /// When the window of a declared quota spending now closes (zero: none
+    /// is): a state forgotten sooner would open a whole window again.
+    pub(super) fn declared_until(&self) -> Duration {
+        if self.declared.is_zero() {
+            Duration::ZERO
+        } else {
+            self.quota.until
+        }
+    }
+
     /// An admitted task spends `cost` at `now`.
     pub(super) fn spend(&mut self, now: Duration, cost: u64) {
         self.quota.left = self.quota.left.saturating_sub(cost);

@@ -102,3 +102,32 @@ fn a_declared_slot_is_bounded_by_the_deadline_not_the_gates_cap() {
         }
     );
 }
+
+#[test]
+fn a_declared_window_longer_than_the_idle_time_is_not_forgotten() {
+    // 3 an hour, in requests and in units: spent at 0, the origin must not
+    // be forgotten after five idle minutes (a new state would send another
+    // whole window at once).
+    for cfg in [
+        PacingConfig {
+            declared: Some(Declared::per_hour(3)),
+            ..ON
+        },
+        PacingConfig {
+            declared_units: Some(Declared::per_hour(3).units()),
+            ..ON
+        },
+    ] {
+        let mut o = OriginState::new(ms(0));
+        for _ in 0..3 {
+            assert_eq!(o.admit_costing(cfg, ms(0), LONG, 1), Admission::Now);
+        }
+        let later = ms(0) + ORIGIN_IDLE + ms(1000);
+        assert!(!o.is_idle(later, ORIGIN_IDLE), "{cfg:?}");
+        // Forgotten once its window (and the margin) is over.
+        assert!(
+            o.is_idle(ms(3_672_000) + ORIGIN_IDLE, ORIGIN_IDLE),
+            "{cfg:?}"
+        );
+    }
+}
