@@ -51,7 +51,13 @@ pub struct Quota {
 }
 
 impl Quota {
-    /// At most `count` requests in any span of `per` (a window).
+    /// The longest span a quota may be declared over: a year of 366 days.
+    /// A longer one makes the policy invalid ([`InvalidPolicy::Quota`](crate::InvalidPolicy::Quota)).
+    pub const LONGEST_SPAN: Duration = Duration::from_secs(366 * 24 * 60 * 60);
+
+    /// At most `count` requests in any span of `per` (a window). A count
+    /// of 0, or a span under 1 ms or over [`LONGEST_SPAN`](Self::LONGEST_SPAN),
+    /// makes the policy that declares it invalid.
     #[must_use]
     pub const fn new(count: u32, per: Duration) -> Self {
         Quota {
@@ -135,6 +141,8 @@ impl Quota {
             Some("a declared quota's count must be at least 1")
         } else if self.per < Duration::from_millis(1) {
             Some("a declared quota's span must be at least 1 ms")
+        } else if self.per > Quota::LONGEST_SPAN {
+            Some("a declared quota's span must be at most 366 days (Quota::LONGEST_SPAN)")
         } else {
             None
         }

@@ -341,11 +341,14 @@ impl Pace {
 }
 
 /// The spacing of batches for a server period `span`: the span plus the
-/// margin or its share of the span, whichever is more.
+/// margin or its share of the span, whichever is more (saturating: a
+/// server's time may be enormous).
 pub(super) fn batch_every(span: Duration) -> Duration {
-    span + TUNING
-        .batch_margin
-        .max(span.mul_f64(TUNING.batch_margin_share))
+    span.saturating_add(
+        TUNING
+            .batch_margin
+            .max(span.mul_f64(TUNING.batch_margin_share)),
+    )
 }
 
 /// A non-negative count, rounded down (saturating).
@@ -364,7 +367,12 @@ pub(super) fn tolerance(rate: f64, burst: u32) -> Duration {
     interval(rate) * burst.saturating_sub(1)
 }
 
-/// The spacing of a smooth pace of `rate` requests per second.
+/// The spacing of a smooth pace of `rate` requests per second, at most
+/// the longest span a quota may be declared over (a year): a rate too low
+/// for `1 / rate` to be a `Duration` (or none at all) is as slow as
+/// anything a policy declares, never a second.
 pub(super) fn interval(rate: f64) -> Duration {
-    Duration::try_from_secs_f64(1.0 / rate).unwrap_or(Duration::from_secs(1))
+    Duration::try_from_secs_f64(1.0 / rate).map_or(crate::Quota::LONGEST_SPAN, |d| {
+        d.min(crate::Quota::LONGEST_SPAN)
+    })
 }

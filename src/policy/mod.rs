@@ -322,8 +322,9 @@ impl Policy {
     /// matched by both its URL and its host takes the URL's (per unit). Needs `origin_gate`; shared through the store like
     /// the gate (each process declares the same).
     ///
-    /// An origin that cannot be read, a count of 0 or a span under a
-    /// millisecond make the policy invalid ([`InvalidPolicy::Quota`]).
+    /// An origin that cannot be read, a count of 0, or a span under a
+    /// millisecond or over [`Quota::LONGEST_SPAN`] (366 days) make the
+    /// policy invalid ([`InvalidPolicy::Quota`]).
     ///
     /// ```
     /// use std::time::Duration;

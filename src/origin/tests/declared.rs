@@ -131,3 +131,98 @@ fn a_declared_window_longer_than_the_idle_time_is_not_forgotten() {
         );
     }
 }
+
+/// A declared quota of one of the extreme shapes a policy accepts.
+fn extreme(count: u8, per: u8, shape: u8) -> Declared {
+    let count = [1, 2, 7, u32::MAX][usize::from(count % 4)];
+    let per = [ms(1), ms(1000), ms(61_000), Declared::LONGEST_SPAN][usize::from(per % 4)];
+    let q = Declared::new(count, per);
+    match shape % 4 {
+        0 => q,
+        1 => q.refilled(),
+        2 => q.units(),
+        _ => q.refilled().units(),
+    }
+}
+
+proptest::proptest! {
+    /// Any sequence of admissions (with costs) and answers under extreme
+    /// declared quotas, gate caps and server times: no panic, no wait
+    /// beyond what the task accepts, and the text form round-trips.
+    #[test]
+    fn extreme_declared_quotas_keep_the_state_sound(
+        (count, per, shape, gate) in (0u8..4, 0u8..4, 0u8..4, 0u8..3),
+        events in proptest::collection::vec((0u64..70_000, 0u8..7, 0u64..3000), 1..200)
+    ) {
+        let quota = extreme(count, per, shape);
+        let max_gate = [ms(1000), LONG, Duration::MAX][usize::from(gate)];
+        let cfg = PacingConfig {
+            max_gate,
+            first_contact: ms(500),
+            declared: (!quota.is_units()).then_some(quota),
+            declared_units: quota.is_units().then_some(quota),
+            ..ON
+        };
+        let mut o = OriginState::new(ms(0));
+        let mut now = ms(0);
+        for (dt, kind, arg) in events {
+            now += ms(dt);
+            let within = Within {
+                server: ms(arg * 10),
+                declared: ms(arg * 1000),
+            };
+            match kind {
+                0 | 1 => {
+                    let most = within.server.max(within.declared).max(TUNING.slow_start_ahead);
+                    match o.admit_within(cfg, now, within, arg % 5 * 1000) {
+                        Admission::SlotReserved(d, _) | Admission::GateClosed(d) | Admission::QuotaHeld(d) | Admission::QueueAhead(d) | Admission::FirstAnswer(d) => {
+                            proptest::prop_assert!(d <= most, "{d:?} > {most:?}");
+                        }
+                        _ => {}
+                    }
+                }
+                2 => o.on_success(now),
+                3 => o.on_pushback(cfg, now, Some(now.saturating_add(ms(arg)))),
+                4 => o.on_pushback(cfg, now, Some(Duration::MAX)),
+                5 => o.on_pushback(cfg, now, None),
+                _ => {
+                    let _ = o.observe(cfg, now, Outcome::Quota { remaining: arg % 4, reset_in: ms(arg), limit: Some(arg % 7), window: None, sent_ago: Duration::ZERO, tokens: None });
+                }
+            }
+            // (Times past the wire's 584 years saturate there.)
+            let wire = o.encode();
+            proptest::prop_assert_eq!(OriginState::decode(&wire).map(|d| d.encode()), Some(wire));
+            let _ = o.is_idle(now, ORIGIN_IDLE);
+        }
+    }
+}
+
+#[test]
+fn a_rate_too_low_to_space_is_as_slow_as_a_declared_year_not_a_second() {
+    // 1 / rate does not fit a `Duration`: the spacing is the longest one a
+    // policy can declare (a year), not a fallback of one second (which
+    // paced such a bucket at one request a second). Only a shared store's
+    // text form can still carry such a rate (a longer span is refused).
+    let year = Declared::LONGEST_SPAN;
+    assert_eq!(crate::origin::pace::interval(1e-30), year);
+    assert_eq!(crate::origin::pace::interval(0.0), year);
+    assert_eq!(crate::origin::pace::interval(f64::NAN), year);
+    assert_eq!(crate::origin::pace::interval(2.0), ms(500));
+    let mut o = OriginState::new(ms(0));
+    o.pace.mode = Mode::Smooth {
+        rate: 1e-30,
+        burst: 2,
+    };
+    let o2 = OriginState::decode(&o.encode()).expect("decodes");
+    for mut o in [o, o2] {
+        // The bucket's burst, then nothing for a year.
+        assert_eq!(o.admit(ON, ms(0), LONG), Admission::Now);
+        assert_eq!(o.admit(ON, ms(10), LONG), Admission::Now);
+        assert!(
+            matches!(o.admit(ON, ms(20), LONG), Admission::Refused { free_in } if free_in >= year - ms(20)),
+            "{o:?}"
+        );
+        o.on_pushback(ON, ms(30), None);
+        let _ = o.admit(ON, ms(5000), LONG);
+    }
+}

@@ -12,6 +12,7 @@ use reqwest_middleware::ClientWithMiddleware;
 mod declared;
 mod first_contact;
 mod offline;
+mod spans;
 
 /// `n` GETs of `url` at once, each a task of its own; the results in order.
 async fn all_at_once(
