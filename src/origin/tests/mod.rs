@@ -8,6 +8,7 @@ mod declared;
 mod gate;
 mod known;
 mod pace;
+mod quiet;
 mod quota;
 mod slots;
 mod status;
