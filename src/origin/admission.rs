@@ -23,8 +23,8 @@ pub enum Admission {
     /// the [`Reservation`] back ([`release`](super::OriginState::release)).
     SlotReserved(Duration, Reservation),
     /// The quota the server stated is spent: the origin is held this long
-    /// from now (until the stated reset, at most the gate's cap), nothing
-    /// reserved. Answered to the first task that finds it so, which tells
+    /// from now (until the stated reset, at most the gate's cap; a declared
+    /// quota in cost units, until its window closes), nothing reserved. Answered to the first task that finds it so, which tells
     /// the observer; the others get [`GateClosed`](Self::GateClosed).
     QuotaHeld(Duration),
     /// The origin's first answer is outstanding (another task's first

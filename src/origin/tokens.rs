@@ -80,7 +80,7 @@ impl Tokens {
             return Check::Spends;
         }
         if !self.declared.is_zero() {
-            let wait = q.until - now;
+            let wait = q.until.saturating_sub(now);
             if wait > within.declared {
                 return Check::TooLate(wait);
             }
