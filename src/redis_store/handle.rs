@@ -57,9 +57,8 @@ pub(super) struct Shared {
     /// (token, when the lease expires in any case).
     pub(super) releasing: Mutex<HashMap<String, (u64, Instant)>>,
     /// The leases this process holds (granted by Redis, or locally while
-    /// failing open): Redis key → (token, expiry), re-asserted by the
-    /// heartbeat.
-    pub(super) held: Mutex<HashMap<String, (u64, Instant)>>,
+    /// failing open), by Redis key, re-asserted by the heartbeat.
+    pub(super) held: Mutex<HashMap<String, Held>>,
     /// Whether the task re-asserting `held` runs.
     pub(super) heartbeat: AtomicBool,
     /// Operations run on `local` instead of Redis, failing open.
@@ -74,6 +73,18 @@ pub(super) struct Shared {
     pub(super) release: Script,
     pub(super) release_one: Script,
     pub(super) reassert: Script,
+}
+
+/// A lease this process holds, as the heartbeat sees it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Held {
+    pub(super) token: u64,
+    /// When the lease expires (the task's deadline).
+    pub(super) expires: Instant,
+    /// Until when a re-assertion that listed this lease may still set it
+    /// in Redis (`None`: none in flight). A release meanwhile leaves its
+    /// mark, so that the re-assertion cannot set it again.
+    pub(super) listed_until: Option<Instant>,
 }
 
 /// What every operation fails with on a Redis Cluster node reached through

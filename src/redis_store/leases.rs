@@ -1,8 +1,8 @@
 //! Leases in Redis: one `SET NX PX` each (after this process's own lease),
-//! released by a compare-and-delete that leaves a mark of the released
-//! token for the heartbeat.
+//! released by a compare-and-delete, sent again until it is applied or the
+//! lease has expired. A release that may race the heartbeat's re-assertion
+//! of the same lease also leaves a mark of the released token.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -11,6 +11,12 @@ use super::heartbeat::{FREED_FOR, freed_key};
 use super::{FailMode, Redis, millis};
 use crate::store::{LeaseToken, StoreError};
 use crate::util::lock;
+
+/// The pause before a release that Redis did not confirm is sent again,
+/// doubled each time up to [`RETRY_MAX`].
+const RETRY_FIRST: Duration = Duration::from_millis(100);
+/// The longest pause between two sends of one release.
+const RETRY_MAX: Duration = Duration::from_secs(2);
 
 /// A lease taken locally (and maybe in Redis) whose acquisition is not
 /// settled yet: if the caller goes away meanwhile, or Redis failed and the
@@ -63,11 +69,25 @@ impl Redis {
         let give_up = Instant::now() + ttl;
         let taken: Result<i64, StoreError> = loop {
             let mut conn = self.conn.clone();
+            let left = millis(give_up.saturating_duration_since(Instant::now()));
+            if stale.is_none() && grace == 0 {
+                // The common case: one command.
+                let mut set = redis::cmd("SET");
+                set.arg(&redis_key)
+                    .arg(token.0)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(left);
+                break self
+                    .round_trip(set.query_async::<Option<String>>(&mut conn))
+                    .await
+                    .map(|set| i64::from(set.is_some()));
+            }
             let mut acquire = self.shared.acquire.prepare_invoke();
             acquire
                 .key(&redis_key)
                 .arg(token.0)
-                .arg(millis(give_up.saturating_duration_since(Instant::now())))
+                .arg(left)
                 .arg(stale.map_or_else(String::new, |t| t.to_string()))
                 .arg(grace);
             match self
@@ -125,11 +145,14 @@ impl Redis {
         }
     }
 
-    /// Gives the lease of `key` back, here at once and in Redis by a
-    /// round trip of its own (without a runtime, or if it fails, the
-    /// lease's TTL frees it).
+    /// Gives the lease of `key` back, here at once and in Redis by a task
+    /// of its own, which sends the compare-and-delete again after a failed
+    /// round trip until it is applied or the lease has expired anyway
+    /// (without a runtime, the lease's TTL frees it). Sent again, it is
+    /// harmless: it deletes the lease only while it holds `token`.
     pub(super) fn release_lease(&self, key: &str, token: LeaseToken) {
         let redis_key = self.lease_key(key);
+        let expires = self.local.lease_expiry(key).unwrap_or_else(Instant::now);
         // Remembered until Redis confirms (or the lease has expired anyway),
         // so that this process taking the same key again at once frees it
         // first instead of finding it held. Noted before the local lease
@@ -140,58 +163,77 @@ impl Redis {
                 let now = Instant::now();
                 releasing.retain(|_, (_, expires)| *expires > now);
             }
-            let expires = self.local.lease_expiry(key).unwrap_or_else(Instant::now);
             releasing.insert(redis_key.clone(), (token.0, expires));
         }
-        self.unhold(&redis_key, token.0);
+        let marked = self.unhold(&redis_key, token.0);
         self.local.release_now(key, token);
-        // The compare-and-delete runs as its own task.
-        if self.refuse_cluster().is_ok()
-            && let Ok(handle) = tokio::runtime::Handle::try_current()
-        {
-            let mut conn = self.conn.clone();
-            let shared = Arc::clone(&self.shared);
-            let timeout = self.op_timeout;
-            let cluster = self.conn.is_cluster();
-            handle.spawn(async move {
-                let mark = freed_key(&redis_key, token.0);
-                let release = async {
-                    if cluster {
-                        // Two single-key steps, the mark first: a script
-                        // on both keys meets `TRYAGAIN` while their slot
-                        // migrates and only one of them has moved (the
-                        // mark is new); each step alone is redirected.
-                        redis::cmd("SET")
-                            .arg(&mark)
-                            .arg("1")
-                            .arg("PX")
-                            .arg(millis(FREED_FOR))
-                            .query_async::<()>(&mut conn)
-                            .await?;
-                        let mut delete = shared.release_one.prepare_invoke();
-                        delete.key(&redis_key).arg(token.0);
-                        delete.invoke_async::<i64>(&mut conn).await
-                    } else {
-                        let mut release = shared.release.prepare_invoke();
-                        release
-                            .key(&redis_key)
-                            .key(&mark)
-                            .arg(token.0)
-                            .arg(millis(FREED_FOR));
-                        release.invoke_async::<i64>(&mut conn).await
-                    }
-                };
-                let done = tokio::time::timeout(timeout, release).await;
-                if matches!(done, Ok(Ok(_))) {
-                    let mut releasing = lock(&shared.releasing);
+        if self.refuse_cluster().is_err() {
+            return;
+        }
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let store = self.clone();
+        handle.spawn(async move {
+            let mut pause = RETRY_FIRST;
+            loop {
+                if store.send_release(&redis_key, token.0, marked).await {
+                    let mut releasing = lock(&store.shared.releasing);
                     if releasing
                         .get(&redis_key)
                         .is_some_and(|(t, _)| *t == token.0)
                     {
                         releasing.remove(&redis_key);
                     }
+                    return;
                 }
-            });
-        }
+                // Not confirmed: Redis may not have it. Again, unless the
+                // lease expires before.
+                let next = Instant::now() + pause;
+                if next >= expires || store.refuse_cluster().is_err() {
+                    return;
+                }
+                tokio::time::sleep_until(next).await;
+                pause = (pause * 2).min(RETRY_MAX);
+            }
+        });
+    }
+
+    /// One round trip of a release: a compare-and-delete of the lease,
+    /// after its mark when `marked` (a re-assertion that listed it may be
+    /// in flight). Whether Redis confirmed it.
+    async fn send_release(&self, redis_key: &str, token: u64, marked: bool) -> bool {
+        let mut conn = self.conn.clone();
+        let mark = freed_key(redis_key, token);
+        let release = async {
+            if marked && self.conn.is_cluster() {
+                // Two single-key steps, the mark first: a script on both
+                // keys meets `TRYAGAIN` while their slot migrates and only
+                // one of them has moved (the mark is new); each step alone
+                // is redirected.
+                redis::cmd("SET")
+                    .arg(&mark)
+                    .arg("1")
+                    .arg("PX")
+                    .arg(millis(FREED_FOR))
+                    .query_async::<()>(&mut conn)
+                    .await?;
+            } else if marked {
+                let mut release = self.shared.release.prepare_invoke();
+                release
+                    .key(redis_key)
+                    .key(&mark)
+                    .arg(token)
+                    .arg(millis(FREED_FOR));
+                return release.invoke_async::<i64>(&mut conn).await;
+            }
+            let mut delete = self.shared.release_one.prepare_invoke();
+            delete.key(redis_key).arg(token);
+            delete.invoke_async::<i64>(&mut conn).await
+        };
+        matches!(
+            tokio::time::timeout(self.op_timeout, release).await,
+            Ok(Ok(_))
+        )
     }
 }
