@@ -59,6 +59,11 @@ pub(super) struct Shared {
     /// The leases this process holds (granted by Redis, or locally while
     /// failing open), by Redis key, re-asserted by the heartbeat.
     pub(super) held: Mutex<HashMap<String, Held>>,
+    /// Releases waiting for the task that sends them to Redis in batches
+    /// (on one Redis; a cluster sends each on its own).
+    pub(super) release_queue: Mutex<Vec<Release>>,
+    /// Whether that task runs.
+    pub(super) releasing_batches: AtomicBool,
     /// Whether the task re-asserting `held` runs.
     pub(super) heartbeat: AtomicBool,
     /// Operations run on `local` instead of Redis, failing open.
@@ -85,6 +90,17 @@ pub(super) struct Held {
     /// in Redis (`None`: none in flight). A release meanwhile leaves its
     /// mark, so that the re-assertion cannot set it again.
     pub(super) listed_until: Option<Instant>,
+}
+
+/// A release on its way to Redis.
+#[derive(Debug, Clone)]
+pub(super) struct Release {
+    pub(super) redis_key: String,
+    pub(super) token: u64,
+    /// Whether it leaves its mark (see [`Held::listed_until`]).
+    pub(super) marked: bool,
+    /// When the lease expires anyway: no use sending it after.
+    pub(super) expires: Instant,
 }
 
 /// What every operation fails with on a Redis Cluster node reached through
@@ -131,6 +147,8 @@ impl Redis {
                 key_locks: Mutex::default(),
                 releasing: Mutex::default(),
                 held: Mutex::default(),
+                release_queue: Mutex::default(),
+                releasing_batches: AtomicBool::new(false),
                 heartbeat: AtomicBool::new(false),
                 fallbacks: AtomicU64::new(0),
                 cluster,

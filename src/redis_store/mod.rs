@@ -45,6 +45,7 @@ mod handle;
 mod heartbeat;
 mod leases;
 mod primitive;
+mod release;
 mod scripts;
 mod update;
 
