@@ -7,7 +7,8 @@
 //!   hex SHA-1 of the task key and `{ab}` its first two hex digits, a hash
 //!   tag: a cluster keeps all leases of one of 256 buckets in one slot;
 //! - `{prefix}freed:{ab}:{sha1}:{token}`: the two-second mark of a released
-//!   lease, in its lease's slot (the release writes both: one script on one
+//!   lease whose re-assertion by the heartbeat may be on its way, in its
+//!   lease's slot (the release writes both: one script on one
 //!   Redis; on a cluster the mark, then a compare-and-delete of the lease,
 //!   so that neither meets `TRYAGAIN` while the slot migrates);
 //! - `{prefix}origin:{sha1}`: an origin's gate, quota and pace (one key, one

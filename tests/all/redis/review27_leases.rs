@@ -213,7 +213,9 @@ fn commands(conn: &mut redis::Connection) -> BTreeMap<String, u64> {
             let calls = rest.strip_prefix("calls=")?.split(',').next()?;
             Some((name.to_owned(), calls.parse().ok()?))
         })
-        .filter(|(name, _)| !["info", "config", "keys"].contains(&name.split('|').next().unwrap_or(name)))
+        .filter(|(name, _)| {
+            !["info", "config", "keys"].contains(&name.split('|').next().unwrap_or(name))
+        })
         .collect()
 }
 
