@@ -7,7 +7,8 @@
 //!   hex SHA-1 of the task key and `{ab}` its first two hex digits, a hash
 //!   tag: a cluster keeps all leases of one of 256 buckets in one slot;
 //! - `{prefix}freed:{ab}:{sha1}:{token}`: the two-second mark of a released
-//!   lease, in its lease's slot (the release writes both: one script on one
+//!   lease whose re-assertion by the heartbeat may be on its way, in its
+//!   lease's slot (the release writes both: one script on one
 //!   Redis; on a cluster the mark, then a compare-and-delete of the lease,
 //!   so that neither meets `TRYAGAIN` while the slot migrates);
 //! - `{prefix}origin:{sha1}`: an origin's gate, quota and pace (one key, one
@@ -57,9 +58,13 @@ pub(super) struct Shared {
     /// (token, when the lease expires in any case).
     pub(super) releasing: Mutex<HashMap<String, (u64, Instant)>>,
     /// The leases this process holds (granted by Redis, or locally while
-    /// failing open): Redis key → (token, expiry), re-asserted by the
-    /// heartbeat.
-    pub(super) held: Mutex<HashMap<String, (u64, Instant)>>,
+    /// failing open), by Redis key, re-asserted by the heartbeat.
+    pub(super) held: Mutex<HashMap<String, Held>>,
+    /// Releases waiting for the task that sends them to Redis in batches
+    /// (on one Redis; a cluster sends each on its own).
+    pub(super) release_queue: Mutex<Vec<Release>>,
+    /// Whether that task runs.
+    pub(super) releasing_batches: AtomicBool,
     /// Whether the task re-asserting `held` runs.
     pub(super) heartbeat: AtomicBool,
     /// Operations run on `local` instead of Redis, failing open.
@@ -74,6 +79,29 @@ pub(super) struct Shared {
     pub(super) release: Script,
     pub(super) release_one: Script,
     pub(super) reassert: Script,
+}
+
+/// A lease this process holds, as the heartbeat sees it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Held {
+    pub(super) token: u64,
+    /// When the lease expires (the task's deadline).
+    pub(super) expires: Instant,
+    /// Until when a re-assertion that listed this lease may still set it
+    /// in Redis (`None`: none in flight). A release meanwhile leaves its
+    /// mark, so that the re-assertion cannot set it again.
+    pub(super) listed_until: Option<Instant>,
+}
+
+/// A release on its way to Redis.
+#[derive(Debug, Clone)]
+pub(super) struct Release {
+    pub(super) redis_key: String,
+    pub(super) token: u64,
+    /// Whether it leaves its mark (see [`Held::listed_until`]).
+    pub(super) marked: bool,
+    /// When the lease expires anyway: no use sending it after.
+    pub(super) expires: Instant,
 }
 
 /// What every operation fails with on a Redis Cluster node reached through
@@ -120,6 +148,8 @@ impl Redis {
                 key_locks: Mutex::default(),
                 releasing: Mutex::default(),
                 held: Mutex::default(),
+                release_queue: Mutex::default(),
+                releasing_batches: AtomicBool::new(false),
                 heartbeat: AtomicBool::new(false),
                 fallbacks: AtomicU64::new(0),
                 cluster,

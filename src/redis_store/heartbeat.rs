@@ -10,6 +10,7 @@ use std::time::Duration;
 use redis::Value;
 use tokio::time::Instant;
 
+use super::handle::Held;
 use super::scripts::parse_time_and_value;
 use super::{Redis, millis};
 use crate::util::lock;
@@ -30,7 +31,12 @@ impl Redis {
     /// Notes a lease this process holds, and starts the heartbeat unless it
     /// runs.
     pub(super) fn hold(&self, redis_key: String, token: u64, expires: Instant) {
-        lock(&self.shared.held).insert(redis_key, (token, expires));
+        let held = Held {
+            token,
+            expires,
+            listed_until: None,
+        };
+        lock(&self.shared.held).insert(redis_key, held);
         if self.shared.heartbeat.swap(true, Ordering::AcqRel) {
             return;
         }
@@ -42,12 +48,18 @@ impl Redis {
         handle.spawn(async move { store.beat().await });
     }
 
-    /// Forgets a lease this process released.
-    pub(super) fn unhold(&self, redis_key: &str, token: u64) {
+    /// Forgets a lease this process released. Whether a re-assertion that
+    /// listed it may still set it in Redis: its release must then leave
+    /// its mark.
+    pub(super) fn unhold(&self, redis_key: &str, token: u64) -> bool {
         let mut held = lock(&self.shared.held);
-        if held.get(redis_key).is_some_and(|(t, _)| *t == token) {
-            held.remove(redis_key);
-        }
+        let Some(lease) = held.get(redis_key).filter(|l| l.token == token).copied() else {
+            return false;
+        };
+        held.remove(redis_key);
+        lease
+            .listed_until
+            .is_some_and(|until| until > Instant::now())
     }
 
     /// Re-asserts the held leases every interval while there are any.
@@ -118,7 +130,7 @@ impl Redis {
     fn held_now(&self) -> Vec<String> {
         let now = Instant::now();
         let mut held = lock(&self.shared.held);
-        held.retain(|_, (_, expires)| *expires > now);
+        held.retain(|_, lease| lease.expires > now);
         held.keys().cloned().collect()
     }
 
@@ -127,9 +139,11 @@ impl Redis {
     ///
     /// A lease released while this runs must not come back. Each chunk is
     /// read from the held leases just before it is sent, so a lease
-    /// released before is left out; one released after that has its
-    /// release's mark in Redis before the chunk runs there (or its release
-    /// runs after the chunk and deletes it). The mark lives [`FREED_FOR`],
+    /// released before is left out; one released after that, until the
+    /// chunk's answer arrives, has its release's mark in Redis before the
+    /// chunk runs there (or its release runs after the chunk and deletes
+    /// it): each listed lease is noted as such (`listed_until`), and only
+    /// such a release pays for a mark. The mark lives [`FREED_FOR`],
     /// so each chunk carries a time on Redis's clock after which it sets
     /// nothing: [`REASSERT_WITHIN`] after a time Redis read before the
     /// chunk was listed, hence before any such release ran.
@@ -157,23 +171,27 @@ impl Redis {
         for chunk in keys.chunks(CHUNK) {
             let mut invoke = self.shared.reassert.prepare_invoke();
             invoke.arg(millis(redis_now + REASSERT_WITHIN));
-            let mut any = false;
+            let mut listed = Vec::new();
             {
                 let now = Instant::now();
-                let held = lock(&self.shared.held);
+                let mut held = lock(&self.shared.held);
                 for key in chunk {
-                    let Some((token, expires)) = held.get(key).filter(|(_, e)| *e > now) else {
+                    let Some(lease) = held.get_mut(key).filter(|l| l.expires > now) else {
                         continue;
                     };
+                    // The chunk sets nothing once Redis's clock is past
+                    // `redis_now + REASSERT_WITHIN`, read before now: a
+                    // release until `FREED_FOR` from now leaves its mark.
+                    lease.listed_until = Some(now + FREED_FOR);
                     invoke
                         .key(key)
-                        .key(freed_key(key, *token))
-                        .arg(*token)
-                        .arg(millis(*expires - now));
-                    any = true;
+                        .key(freed_key(key, lease.token))
+                        .arg(lease.token)
+                        .arg(millis(lease.expires - now));
+                    listed.push((key, lease.token));
                 }
             }
-            if !any {
+            if listed.is_empty() {
                 continue;
             }
             let reply: Result<Vec<Value>, _> =
@@ -181,6 +199,15 @@ impl Redis {
             let Ok(reply) = reply else {
                 return lost_total;
             };
+            // Applied: a release from now on reaches Redis after it.
+            {
+                let mut held = lock(&self.shared.held);
+                for (key, token) in listed {
+                    if let Some(lease) = held.get_mut(key).filter(|l| l.token == token) {
+                        lease.listed_until = None;
+                    }
+                }
+            }
             let Ok((now, _)) = parse_time_and_value(&reply, 1) else {
                 return lost_total;
             };

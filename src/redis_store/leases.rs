@@ -1,13 +1,10 @@
-//! Leases in Redis: one `SET NX PX` each (after this process's own lease),
-//! released by a compare-and-delete that leaves a mark of the released
-//! token for the heartbeat.
+//! Taking a lease in Redis: one `SET NX PX` (after this process's own
+//! lease); the release is in `release.rs`.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::heartbeat::{FREED_FOR, freed_key};
 use super::{FailMode, Redis, millis};
 use crate::store::{LeaseToken, StoreError};
 use crate::util::lock;
@@ -63,11 +60,25 @@ impl Redis {
         let give_up = Instant::now() + ttl;
         let taken: Result<i64, StoreError> = loop {
             let mut conn = self.conn.clone();
+            let left = millis(give_up.saturating_duration_since(Instant::now()));
+            if stale.is_none() && grace == 0 {
+                // The common case: one command.
+                let mut set = redis::cmd("SET");
+                set.arg(&redis_key)
+                    .arg(token.0)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(left);
+                break self
+                    .round_trip(set.query_async::<Option<String>>(&mut conn))
+                    .await
+                    .map(|set| i64::from(set.is_some()));
+            }
             let mut acquire = self.shared.acquire.prepare_invoke();
             acquire
                 .key(&redis_key)
                 .arg(token.0)
-                .arg(millis(give_up.saturating_duration_since(Instant::now())))
+                .arg(left)
                 .arg(stale.map_or_else(String::new, |t| t.to_string()))
                 .arg(grace);
             match self
@@ -122,76 +133,6 @@ impl Redis {
                 pending.armed = result.is_err();
                 result
             }
-        }
-    }
-
-    /// Gives the lease of `key` back, here at once and in Redis by a
-    /// round trip of its own (without a runtime, or if it fails, the
-    /// lease's TTL frees it).
-    pub(super) fn release_lease(&self, key: &str, token: LeaseToken) {
-        let redis_key = self.lease_key(key);
-        // Remembered until Redis confirms (or the lease has expired anyway),
-        // so that this process taking the same key again at once frees it
-        // first instead of finding it held. Noted before the local lease
-        // goes, so that no task of ours can slip in between.
-        {
-            let mut releasing = lock(&self.shared.releasing);
-            if releasing.len() > 1024 {
-                let now = Instant::now();
-                releasing.retain(|_, (_, expires)| *expires > now);
-            }
-            let expires = self.local.lease_expiry(key).unwrap_or_else(Instant::now);
-            releasing.insert(redis_key.clone(), (token.0, expires));
-        }
-        self.unhold(&redis_key, token.0);
-        self.local.release_now(key, token);
-        // The compare-and-delete runs as its own task.
-        if self.refuse_cluster().is_ok()
-            && let Ok(handle) = tokio::runtime::Handle::try_current()
-        {
-            let mut conn = self.conn.clone();
-            let shared = Arc::clone(&self.shared);
-            let timeout = self.op_timeout;
-            let cluster = self.conn.is_cluster();
-            handle.spawn(async move {
-                let mark = freed_key(&redis_key, token.0);
-                let release = async {
-                    if cluster {
-                        // Two single-key steps, the mark first: a script
-                        // on both keys meets `TRYAGAIN` while their slot
-                        // migrates and only one of them has moved (the
-                        // mark is new); each step alone is redirected.
-                        redis::cmd("SET")
-                            .arg(&mark)
-                            .arg("1")
-                            .arg("PX")
-                            .arg(millis(FREED_FOR))
-                            .query_async::<()>(&mut conn)
-                            .await?;
-                        let mut delete = shared.release_one.prepare_invoke();
-                        delete.key(&redis_key).arg(token.0);
-                        delete.invoke_async::<i64>(&mut conn).await
-                    } else {
-                        let mut release = shared.release.prepare_invoke();
-                        release
-                            .key(&redis_key)
-                            .key(&mark)
-                            .arg(token.0)
-                            .arg(millis(FREED_FOR));
-                        release.invoke_async::<i64>(&mut conn).await
-                    }
-                };
-                let done = tokio::time::timeout(timeout, release).await;
-                if matches!(done, Ok(Ok(_))) {
-                    let mut releasing = lock(&shared.releasing);
-                    if releasing
-                        .get(&redis_key)
-                        .is_some_and(|(t, _)| *t == token.0)
-                    {
-                        releasing.remove(&redis_key);
-                    }
-                }
-            });
         }
     }
 }

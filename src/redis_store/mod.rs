@@ -7,10 +7,12 @@
 //! Redis; sharing the state there gives every process one view.
 //!
 //! How: a lease is one `SET NX PX`, released by a compare-and-delete script
-//! that also leaves a two-second mark of the released token: each process
-//! re-asserts the leases it holds about once a second (see
-//! [`RedisStore::restart_grace`]), and a re-assertion sent before a release
-//! must not set the released lease again.
+//! (releases that queue meanwhile go in one script), sent again until Redis
+//! confirms it or the lease has expired. Each process re-asserts the leases
+//! it holds about once a second (see [`RedisStore::restart_grace`]); a
+//! release that may race a re-assertion of its lease also leaves a
+//! two-second mark of the released token, so that the re-assertion cannot
+//! set the released lease again.
 //! Origin and budget state is read and replaced by a compare-and-set script;
 //! the new state is computed in Rust by the update the core passes in, the
 //! same for every store ([`OriginState`](crate::origin::OriginState),
@@ -45,6 +47,7 @@ mod handle;
 mod heartbeat;
 mod leases;
 mod primitive;
+mod release;
 mod scripts;
 mod update;
 
@@ -150,7 +153,8 @@ const CAS_ROUNDS: u32 = 256;
 ///   key and `{ab}`, its first two digits, a hash tag: leases fall in 256
 ///   buckets, each one slot, spread over the primaries;
 /// - `{prefix}freed:{ab}:{sha1}:{token}`: a released lease's two-second
-///   mark, in its lease's slot, set just before the lease is deleted; the
+///   mark, in its lease's slot, set just before the lease is deleted when
+///   a re-assertion of it may be on its way; the
 ///   heartbeat re-asserts the held leases one bucket per script, every
 ///   bucket at once, each on the clock of the node serving it;
 /// - `{prefix}origin:{sha1}`: an origin's state, one key (its slot spreads

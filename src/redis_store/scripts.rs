@@ -60,7 +60,7 @@ return 0
 
 /// Re-asserts this process's leases: for the i-th lease, KEYS[2i-1] is
 /// set to token ARGV[2i] with TTL ARGV[2i+1] ms if it is absent (lost in a
-/// restart or a flush), unless KEYS[2i], the mark RELEASE leaves for that
+/// restart or a flush), unless KEYS[2i], the mark a release leaves for that
 /// token, says it was released meanwhile. Nothing is set once Redis's clock
 /// is past ARGV[1] (ms): a re-assertion that waited longer than a mark
 /// lives could no longer see it. `{lost, now_s, now_us}` with the number of
@@ -87,16 +87,22 @@ end
 return {lost, t[1], t[2]}
 ";
 
-/// Deletes the lease KEYS[1] if it holds token ARGV[1], and marks that
-/// token released (KEYS[2], for ARGV[2] ms, whether or not the lease was
-/// there: Redis may have lost it in a restart) so that a re-assertion of
-/// it sent before the release cannot set it again.
+/// Releases leases: for the i-th, deletes the lease KEYS[2i-1] if it holds
+/// token ARGV[2i-1]; when ARGV[2i] is `1`, first marks that token released
+/// (KEYS[2i], for ARGV[#KEYS+1] ms, whether or not the lease was there:
+/// Redis may have lost it in a restart), so that a re-assertion of it sent
+/// before the release cannot set it again. The number of leases deleted.
 pub(super) const RELEASE: &str = r"
-redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
+local deleted = 0
+for i = 1, #KEYS, 2 do
+  if ARGV[i + 1] == '1' then
+    redis.call('SET', KEYS[i + 1], '1', 'PX', ARGV[#KEYS + 1])
+  end
+  if redis.call('GET', KEYS[i]) == ARGV[i] then
+    deleted = deleted + redis.call('DEL', KEYS[i])
+  end
 end
-return 0
+return deleted
 ";
 
 /// Deletes the lease KEYS[1] if it holds token ARGV[1] (on a cluster, after
