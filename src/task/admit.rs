@@ -1,7 +1,7 @@
 //! Before a send: the key's lease, and the wait at the origin's gate and
 //! paced queue.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
@@ -68,6 +68,10 @@ impl<'a, S: Store> Task<'a, S> {
         loop {
             let asked = now.take().unwrap_or_else(Instant::now);
             let limit = self.planner.admission_limit(&self.state, asked);
+            // No wait ends after this: the deadline less the send reserve,
+            // or the wait budgets (the store's waits are within it, from
+            // when it was asked).
+            let by = asked.checked_add(limit.latest);
             let pacing = policy.pacing_config(&self.origin);
             let Some(admit) =
                 admission::admit(&**self.store, &self.origin, pacing, limit.latest, self.cost)
@@ -122,7 +126,10 @@ impl<'a, S: Store> Task<'a, S> {
                     // queue, past the tasks that a pace still in slow start
                     // told to come back later (`QueueAhead`): spent on a
                     // probe the origin rejects, its last attempt would lose
-                    // the request.
+                    // the request. Never past what the task accepts: the
+                    // wait behind the queue is trimmed to it (the retry at
+                    // the gate's reopening is still possible), never the
+                    // gate's own time.
                     let d = if self.state.hint_source() == Some(HintSource::Gate) {
                         let attempts = self.state.attempts();
                         let behind = TUNING.probe_gap_max * attempts.max(1);
@@ -132,7 +139,7 @@ impl<'a, S: Store> Task<'a, S> {
                         } else {
                             behind
                         };
-                        d.saturating_add(behind)
+                        within(d, d.saturating_add(behind), by)
                     } else {
                         d
                     };
@@ -142,6 +149,7 @@ impl<'a, S: Store> Task<'a, S> {
                 Admission::FirstAnswer(d) => {
                     // Until the first answer is recorded in this process,
                     // or `d` (another process may have sent the first).
+                    let d = within(Duration::ZERO, d, by);
                     self.waiting(None, WaitReason::FirstAnswer, d);
                     let slept = Instant::now();
                     let woken = Box::pin(self.shared.first_answer(d));
@@ -151,6 +159,9 @@ impl<'a, S: Store> Task<'a, S> {
                     continue;
                 }
                 Admission::QueueAhead(d) => {
+                    // Only "ask again then": asked sooner, the store
+                    // answers anew within what is left.
+                    let d = within(Duration::ZERO, d, by);
                     self.waiting(None, WaitReason::Pace, d);
                     d
                 }
@@ -194,4 +205,12 @@ impl<'a, S: Store> Task<'a, S> {
             self.state.add_wait(slept.elapsed());
         }
     }
+}
+
+/// A wait of `wanted` from now, trimmed to end by `by` (`None`: beyond any
+/// clock), but never shorter than `floor`: the server's time (a gate's or
+/// a stated quota's), which no wait ends before.
+fn within(floor: Duration, wanted: Duration, by: Option<Instant>) -> Duration {
+    let room = by.map_or(wanted, |by| by.saturating_duration_since(Instant::now()));
+    wanted.min(room).max(floor)
 }
