@@ -21,4 +21,5 @@ mod limit_server;
 mod local_state;
 mod multi_process;
 mod review;
+mod review27;
 mod support;
