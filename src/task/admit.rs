@@ -7,7 +7,7 @@ use tokio::time::Instant;
 
 use super::Task;
 use super::halt::{Halt, LeaseGuard};
-use crate::admission::{self, Slot};
+use crate::admission::{self, Admitted, Slot};
 use crate::error::Error;
 use crate::extensions::IdempotencyKey;
 use crate::observe::{self, WaitReason};
@@ -68,24 +68,46 @@ impl<'a, S: Store> Task<'a, S> {
         loop {
             let asked = now.take().unwrap_or_else(Instant::now);
             let limit = self.planner.admission_limit(&self.state, asked);
-            // No wait ends after this: the deadline less the send reserve,
-            // or the wait budgets (the store's waits are within it, from
-            // when it was asked).
-            let by = asked.checked_add(limit.latest);
             let pacing = policy.pacing_config(&self.origin);
-            let Some(admit) =
-                admission::admit(&**self.store, &self.origin, pacing, limit.latest, self.cost)
-            else {
-                return Ok(asked);
+            // On a store whose calls may wait, the call is owned from the
+            // moment it is issued: dropped unanswered (the task dropped,
+            // its deadline passed), what it reserved is given back.
+            let (admitted, at_once) = if self.store.answers_at_once() {
+                let Some(admit) =
+                    admission::admit(&**self.store, &self.origin, pacing, limit.latest, self.cost)
+                else {
+                    return Ok(asked);
+                };
+                self.bounded_ready(admit).await
+            } else {
+                let Some(admit) = self.admit_owned(pacing, limit.latest) else {
+                    return Ok(asked);
+                };
+                // Boxed: the task's future keeps a pointer (this store's
+                // calls cost a round trip, not an allocation's time).
+                let bounded = Box::pin(self.bounded_ready(admit));
+                bounded.await
             };
-            let (admission, at_once) = self.bounded_ready(admit).await;
-            let (admission, on_fallback) = admission
+            let Admitted {
+                admission,
+                spent,
+                on_fallback,
+            } = admitted
                 .ok_or(Halt::Stop(StopReason::DeadlineExhausted))?
                 .map_err(Halt::Store)?;
+            // What a send at once spent is the permit's until it leaves: a
+            // task that stops first gives it back.
+            if let Some(spent) = spent {
+                self.permit = (self.permit.take()).with_spent(&self.origin, spent, on_fallback);
+            }
             if on_fallback {
                 self.local_state(&self.origin, "admission", 0, true);
             }
             let admitted = || if at_once { asked } else { Instant::now() };
+            // No wait ends after this: the deadline less the send reserve,
+            // or the wait budgets (the store's waits are within it, from
+            // when it was asked).
+            let by = asked.checked_add(limit.latest);
             // A task pushed back with no time goes to the back: it waits at
             // the gate a little longer than the tasks there, so the next
             // probe and the first slots after it are others' (the same task

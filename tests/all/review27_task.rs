@@ -4,4 +4,5 @@
 //! the first contact's trickle.
 
 mod deadline;
+mod dropped;
 mod offline;
