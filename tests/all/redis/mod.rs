@@ -12,6 +12,9 @@ pub(crate) mod redis_server;
 #[path = "../../support/redis_cluster.rs"]
 pub(crate) mod redis_cluster;
 
+#[path = "../../support/delay_proxy.rs"]
+pub(crate) mod delay_proxy;
+
 mod cluster;
 mod faults;
 mod gate;

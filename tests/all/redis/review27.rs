@@ -57,3 +57,53 @@ async fn failing_open_learns_from_answers_as_the_memory_store_does() {
     })
     .await;
 }
+
+/// The reviewer's case: Redis behind a proxy that delays each reply
+/// 250 ms; a declared 100 units a minute; task A (cost 60) dropped 400 ms
+/// in, after Redis applied its admission and before the answer came back;
+/// task B (cost 60), once A's give-back had time to land, is sent. Before,
+/// A's 60 units stayed spent in Redis for the minute and B failed with
+/// `origin_gate_closed` without sending.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admission_answered_after_its_task_was_dropped_is_given_back_in_redis() {
+    bounded(Duration::from_secs(60), async {
+        let redis = RedisServer::start();
+        let upstream = std::net::SocketAddr::from(([127, 0, 0, 1], redis.port()));
+        let proxy = super::delay_proxy::DelayProxy::start(upstream, Duration::from_millis(250))
+            .await
+            .expect("proxy");
+        let s = RedisStore::connect(&format!("redis://127.0.0.1:{}/", proxy.port()))
+            .await
+            .expect("connect through the proxy")
+            .prefix("rbp-27-dropped:");
+        let (server, arrivals) = scripted(|_, _| ResponseTemplate::new(200)).await;
+        let quota = reqwest_backpressure::Quota::per_minute(100).units();
+        let c = client(s, policy().quota(&server.uri(), quota));
+        let send = |c: &ClientWithMiddleware| {
+            c.get(server.uri())
+                .with_extension(reqwest_backpressure::Cost::new(60))
+                .with_extension(Deadline::after(Duration::from_secs(10)))
+                .send()
+        };
+
+        // Another origin first: the store's scripts are loaded, and each
+        // update of A's is one read and one compare-and-set.
+        let (warm, _) = scripted(|_, _| ResponseTemplate::new(200)).await;
+        let w = c.get(warm.uri()).send().await;
+        assert_eq!(code(&w), "ok 200 OK");
+
+        let a = tokio::spawn(send(&c));
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        a.abort();
+        assert!(a.await.is_err_and(|e| e.is_cancelled()), "A ended first");
+        assert_eq!(arrivals.len(), 0, "A was sent");
+
+        // A's answer comes back at about 0.5 s; its give-back (a read and
+        // a compare-and-set, 0.5 s through the proxy) lands by about 1 s.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let b = send(&c).await;
+        assert_eq!(code(&b), "ok 200 OK", "B was not sent: A's units were kept");
+        assert_eq!(arrivals.len(), 1);
+    })
+    .await;
+}
