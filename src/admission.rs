@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::budget::RetryBudget;
+use crate::budget::{BudgetState, RetryBudget};
 use crate::origin::{Admission, OriginState, Outcome, PacingConfig, Reservation, Spent};
 use crate::store::{Now, Store, StoreError};
 use crate::util::Detached;
@@ -210,10 +210,24 @@ pub(crate) fn withdraw<'s, S: Store>(
     store: &'s S,
     budget: &RetryBudget,
 ) -> Option<impl Future<Output = Result<bool, StoreError>> + Send + 's> {
-    let budget = *budget;
     budget
         .enabled
-        .then(|| store.update_budget(move |state, now| state.withdraw(&budget, now.time())))
+        .then(|| store.update_budget(withdraw_step(budget, None)))
+}
+
+/// The update a withdrawal applies; with `abandoned` set (see
+/// [`admit_step`]), it takes nothing.
+pub(crate) fn withdraw_step(
+    budget: &RetryBudget,
+    abandoned: Option<Arc<AtomicBool>>,
+) -> impl FnMut(&mut BudgetState, Now) -> bool + Send + 'static {
+    let budget = *budget;
+    move |state, now| {
+        let left = abandoned
+            .as_ref()
+            .is_some_and(|a| a.load(Ordering::Acquire));
+        !left && state.withdraw(&budget, now.time())
+    }
 }
 
 /// Gives back a retry token [`withdraw`] granted to a retry never sent.

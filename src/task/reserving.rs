@@ -17,7 +17,9 @@ use std::task::{Context, Poll};
 
 use super::Task;
 use crate::admission::{self, Admitted};
+use crate::budget::RetryBudget;
 use crate::origin::PacingConfig;
+use crate::planner::StoreFault;
 use crate::store::{Store, StoreError};
 use crate::util::{Detached, detach};
 
@@ -125,5 +127,40 @@ impl<S: Store> Task<'_, S> {
         };
         let give_back = move |admitted: Admitted| admitted.give_back(store, origin);
         Some(Reserving::new(call, abandoned, give_back))
+    }
+}
+
+impl<'a, S: Store> Task<'a, S> {
+    /// One retry from the client-wide budget (see [`admission::withdraw`]):
+    /// on a store whose calls may wait, owned (see [`Reserving`]), so a
+    /// token granted to a task gone meanwhile goes back. Granted at once
+    /// with the budget off.
+    pub(super) async fn withdraw(&self, budget: &'a RetryBudget) -> Result<bool, StoreFault> {
+        if self.store.answers_at_once() {
+            return match admission::withdraw(&**self.store, budget) {
+                Some(withdraw) => self.bounded(withdraw).await,
+                None => Ok(true),
+            };
+        }
+        if !budget.enabled {
+            return Ok(true);
+        }
+        let abandoned = Arc::new(AtomicBool::new(false));
+        let step = admission::withdraw_step(budget, Some(Arc::clone(&abandoned)));
+        let store = Arc::clone(self.store);
+        let call = {
+            let store = Arc::clone(&store);
+            async move { store.update_budget(step).await }
+        };
+        let budget = *budget;
+        let give_back = move |granted: bool| {
+            granted.then(|| -> Detached {
+                Box::pin(async move {
+                    let _ = admission::refund(&*store, &budget).await;
+                })
+            })
+        };
+        self.bounded(Reserving::new(call, abandoned, give_back))
+            .await
     }
 }

@@ -21,6 +21,7 @@ async fn an_update_applied_before_the_bound_is_answered_not_failed() {
     let store = Coalesced::new(Delayed {
         inner: MemoryStore::new(),
         delay: Duration::from_millis(250),
+        budget_delay: Duration::ZERO,
     })
     .timeout(Duration::from_millis(300));
     let applied = Arc::new(AtomicUsize::new(0));
@@ -41,6 +42,7 @@ async fn an_update_not_applied_by_the_bound_fails_and_never_is() {
     let store = Coalesced::new(Delayed {
         inner: MemoryStore::new(),
         delay: Duration::from_millis(250),
+        budget_delay: Duration::ZERO,
     })
     .timeout(Duration::from_millis(200));
     let applied = Arc::new(AtomicUsize::new(0));

@@ -10,13 +10,16 @@ use reqwest_backpressure::store::{LeaseToken, Now, StoreError};
 use reqwest_backpressure::{MemoryStore, Store};
 
 /// A memory store whose origin updates take `delay` to reach it and
-/// `delay` for their answer to come back (a shared store's round trip):
+/// `delay` for their answer to come back (its budget updates
+/// `budget_delay`) (a shared store's round trip):
 /// an update whose caller is dropped on the way back is applied all the
 /// same.
 #[derive(Clone)]
 pub(super) struct Delayed {
     pub(super) inner: MemoryStore,
     pub(super) delay: Duration,
+    /// The same for the retry budget's updates.
+    pub(super) budget_delay: Duration,
 }
 
 impl Store for Delayed {
@@ -54,10 +57,13 @@ impl Store for Delayed {
         out
     }
 
-    fn update_budget<T: Send + 'static>(
+    async fn update_budget<T: Send + 'static>(
         &self,
         f: impl FnMut(&mut BudgetState, Now) -> T + Send + 'static,
-    ) -> impl Future<Output = Result<T, StoreError>> + Send {
-        self.inner.update_budget(f)
+    ) -> Result<T, StoreError> {
+        tokio::time::sleep(self.budget_delay).await;
+        let out = self.inner.update_budget(f).await;
+        tokio::time::sleep(self.budget_delay).await;
+        out
     }
 }

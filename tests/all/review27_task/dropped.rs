@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use reqwest_backpressure::{Cost, Deadline, MemoryStore, Quota, RetryAfterMiddleware};
+use reqwest_backpressure::{
+    Cost, Deadline, MemoryStore, Quota, RetryAfterMiddleware, RetryBudget, Store,
+};
 
 use super::delayed::Delayed;
 use super::offline::{URL, offline};
@@ -20,6 +22,7 @@ async fn an_admission_answered_after_its_task_was_dropped_is_given_back() {
     let store = Delayed {
         inner: MemoryStore::new(),
         delay: Duration::from_millis(250),
+        budget_delay: Duration::ZERO,
     };
     let policy = exact().quota(URL, Quota::per_minute(100).units());
     let middleware = RetryAfterMiddleware::try_with_store(policy, store).expect("valid policy");
@@ -47,4 +50,38 @@ async fn an_admission_answered_after_its_task_was_dropped_is_given_back() {
         (200, None, 1),
         "B was not sent: A's units were kept"
     );
+}
+
+/// A retry token withdrawn for a task dropped before the budget's answer
+/// came back goes back to the budget. The gate is off, so a bare `429`
+/// falls back to the policy's delay and spends a token; the budget's
+/// updates take 250 ms there and 250 ms back; the task is dropped 400 ms
+/// after the `429`, with the withdrawal applied and unanswered.
+#[tokio::test(start_paused = true)]
+async fn a_retry_token_withdrawn_for_a_dropped_task_goes_back() {
+    let memory = MemoryStore::new();
+    let store = Delayed {
+        inner: memory.clone(),
+        delay: Duration::ZERO,
+        budget_delay: Duration::from_millis(250),
+    };
+    let policy = exact()
+        .origin_gate(false)
+        .retry_budget(RetryBudget::new(1.0, 0.0));
+    let middleware = RetryAfterMiddleware::try_with_store(policy, store).expect("valid policy");
+    let (client, arrivals) = offline(middleware, |_| 429);
+    let a = tokio::spawn(client.get(URL).send());
+    // The first send's deposit is answered at 0.5 s; the 429 at once.
+    arrivals.wait_for(1).await;
+    let tokens = || async { memory.update_budget(|b, _| b.tokens()).await.unwrap() };
+    let before = tokens().await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(arrivals.len(), 1);
+    a.abort();
+    assert!(
+        a.await.is_err_and(|e| e.is_cancelled()),
+        "the task ended first"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(tokens().await, before, "the token was not given back");
 }
