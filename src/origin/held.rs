@@ -63,3 +63,51 @@ impl OriginState {
         self.tokens.refund(now, spent.cost);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Quota;
+
+    const LATEST: Duration = Duration::from_secs(10);
+
+    fn declared_units() -> PacingConfig {
+        PacingConfig {
+            declared_units: Some(Quota::per_minute(100).units()),
+            ..PacingConfig::DEFAULT
+        }
+    }
+
+    #[test]
+    fn a_send_at_once_holds_its_cost_and_gives_it_back() {
+        let cfg = declared_units();
+        let t0 = Duration::from_secs(5);
+        let mut state = OriginState::new(t0);
+        let (admission, spent) = state.admit_spending(cfg, t0, LATEST, 60);
+        assert_eq!(admission, Admission::Now);
+        assert_eq!(
+            spent,
+            Some(Spent {
+                quota: false,
+                cost: 60
+            })
+        );
+        // Spent and kept: the next 60 do not fit the minute.
+        let mut kept = state;
+        let (held, _) = kept.admit_spending(cfg, t0, LATEST, 60);
+        assert!(matches!(held, Admission::Refused { .. }), "kept: {held:?}");
+        // Given back: they do.
+        let t1 = t0 + Duration::from_millis(500);
+        state.give_back(t1, spent.expect("spent"));
+        assert_eq!(state.admit_spending(cfg, t1, LATEST, 60).0, Admission::Now);
+    }
+
+    #[test]
+    fn an_admission_that_spends_nothing_holds_nothing() {
+        let t0 = Duration::from_secs(5);
+        let mut state = OriginState::new(t0);
+        let cfg = PacingConfig::DEFAULT;
+        assert_eq!(state.admit_spending(cfg, t0, LATEST, 60).1, None);
+        assert_eq!(state.admit_spending(cfg, t0, LATEST, 0).1, None);
+    }
+}
