@@ -8,11 +8,14 @@
 //! decisions, and one that only stores (see [`Store`]) is enough.
 
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::budget::RetryBudget;
-use crate::origin::{Admission, Outcome, PacingConfig, Reservation, Within};
-use crate::store::{Store, StoreError};
+use crate::budget::{BudgetState, RetryBudget};
+use crate::origin::{Admission, OriginState, Outcome, PacingConfig, Reservation, Spent, Within};
+use crate::store::{Now, Store, StoreError};
+use crate::util::Detached;
 
 /// A paced slot an admission reserved, and on which of the store's states
 /// (a store failing over reserves on its stand-in).
@@ -35,25 +38,83 @@ pub(crate) fn deposit<'s, S: Store>(
     budget.enabled.then(|| store.deposit(budget))
 }
 
+/// What a store answered a task asking to send.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Admitted {
+    pub(crate) admission: Admission,
+    /// What an admission to send at once spent, given back unless the task
+    /// sends (a reserved slot is in the admission).
+    pub(crate) spent: Option<Spent>,
+    /// Whether the store's stand-in state gave it (see [`Slot`]).
+    pub(crate) on_fallback: bool,
+}
+
+impl Admitted {
+    /// Gives back what this admission reserved or spent, its task gone
+    /// before it sent; `None` when it holds nothing.
+    pub(crate) fn give_back<S: Store>(self, store: Arc<S>, origin: String) -> Option<Detached> {
+        let on_fallback = self.on_fallback;
+        let back: Detached = match (self.admission, self.spent) {
+            (Admission::SlotReserved(_, reservation), _) => Box::pin(async move {
+                let slot = Slot {
+                    reservation,
+                    on_fallback,
+                };
+                let _ = release(&*store, &origin, slot).await;
+            }),
+            (_, Some(spent)) => Box::pin(async move {
+                let _ = give_back(&*store, &origin, spent, on_fallback).await;
+            }),
+            _ => return None,
+        };
+        Some(back)
+    }
+}
+
 /// A task asks to send to `origin` (spending `cost` of its quota in cost
-/// units) and accepts to wait at most `within`:
-/// the admission, and whether the store's stand-in state gave it (see
-/// [`Slot`]). `None` with the gate off: the task sends at once.
+/// units) and accepts to wait at most `within`: what the store answered.
+/// `None` with the gate off: the task sends at once.
 pub(crate) fn admit<'s, S: Store>(
     store: &'s S,
     origin: &'s str,
     pacing: PacingConfig,
     within: Within,
     cost: u64,
-) -> Option<impl Future<Output = Result<(Admission, bool), StoreError>> + Send + 's> {
-    pacing.gate.then(|| {
-        store.update_origin(origin, move |state, now| {
-            (
-                state.admit_within(pacing, now.time(), within, cost),
-                now.is_fallback(),
-            )
-        })
-    })
+) -> Option<impl Future<Output = Result<Admitted, StoreError>> + Send + 's> {
+    pacing
+        .gate
+        .then(|| store.update_origin(origin, admit_step(pacing, within, cost, None)))
+}
+
+/// The update an admission applies. With `abandoned`, set once nobody is
+/// left to take the answer (the task was dropped, or its deadline passed,
+/// while the update was on its way), it reserves nothing: applied before,
+/// what it reserved is given back by whoever awaits the answer then.
+pub(crate) fn admit_step(
+    pacing: PacingConfig,
+    within: Within,
+    cost: u64,
+    abandoned: Option<Arc<AtomicBool>>,
+) -> impl FnMut(&mut OriginState, Now) -> Admitted + Send + 'static {
+    move |state, now| {
+        let on_fallback = now.is_fallback();
+        if abandoned
+            .as_ref()
+            .is_some_and(|a| a.load(Ordering::Acquire))
+        {
+            return Admitted {
+                admission: Admission::GateClosed(Duration::ZERO),
+                spent: None,
+                on_fallback,
+            };
+        }
+        let (admission, spent) = state.admit_spending(pacing, now.time(), within, cost);
+        Admitted {
+            admission,
+            spent,
+            on_fallback,
+        }
+    }
 }
 
 /// A task whose reserved slot has come is about to send: how long from
@@ -114,6 +175,23 @@ pub(crate) async fn release<S: Store>(
         .await
 }
 
+/// Gives back what an admission to send at once spent, its task gone
+/// before it sent, on the state that holds it.
+pub(crate) async fn give_back<S: Store>(
+    store: &S,
+    origin: &str,
+    spent: Spent,
+    on_fallback: bool,
+) -> Result<(), StoreError> {
+    store
+        .update_origin(origin, move |state, now| {
+            if now.is_fallback() == on_fallback {
+                state.give_back(now.time(), spent);
+            }
+        })
+        .await
+}
+
 /// Records what `origin` answered. When this answer closed the origin's
 /// gate, how long from now it stays closed. `None` with the gate off:
 /// nothing is recorded.
@@ -132,10 +210,24 @@ pub(crate) fn withdraw<'s, S: Store>(
     store: &'s S,
     budget: &RetryBudget,
 ) -> Option<impl Future<Output = Result<bool, StoreError>> + Send + 's> {
-    let budget = *budget;
     budget
         .enabled
-        .then(|| store.update_budget(move |state, now| state.withdraw(&budget, now.time())))
+        .then(|| store.update_budget(withdraw_step(budget, None)))
+}
+
+/// The update a withdrawal applies; with `abandoned` set (see
+/// [`admit_step`]), it takes nothing.
+pub(crate) fn withdraw_step(
+    budget: &RetryBudget,
+    abandoned: Option<Arc<AtomicBool>>,
+) -> impl FnMut(&mut BudgetState, Now) -> bool + Send + 'static {
+    let budget = *budget;
+    move |state, now| {
+        let left = abandoned
+            .as_ref()
+            .is_some_and(|a| a.load(Ordering::Acquire));
+        !left && state.withdraw(&budget, now.time())
+    }
 }
 
 /// Gives back a retry token [`withdraw`] granted to a retry never sent.

@@ -71,7 +71,16 @@ impl Store for RedisStore {
         outcome: Outcome,
     ) -> Result<Option<Duration>, StoreError> {
         self.redis().refuse_cluster()?;
-        let result = self.updates.record(origin, pacing, outcome).await;
+        let result = match self.updates.record(origin, pacing, outcome).await {
+            // Counted for Redis (a success is written later) while it does
+            // not answer: the local state, which admits meanwhile, learns
+            // the answer as the memory store would (or the origin is never
+            // seen answering, and each task waits out the first contact).
+            Ok(_) if self.redis().failing_open() => Err(StoreError::new(
+                "redis: not answering; the answer is counted for it",
+            )),
+            result => result,
+        };
         self.redis()
             .guarded("record", result, || {
                 self.local().record(origin, pacing, outcome)
@@ -81,7 +90,13 @@ impl Store for RedisStore {
 
     async fn deposit(&self, budget: &RetryBudget) -> Result<(), StoreError> {
         self.redis().refuse_cluster()?;
-        self.updates.deposit(budget).await
+        self.updates.deposit(budget).await?;
+        if self.redis().failing_open() {
+            // Counted for Redis, and the local budget, which grants the
+            // retries meanwhile, is filled as the memory store's would be.
+            self.local().deposit(budget).await?;
+        }
+        Ok(())
     }
 
     fn local_fallbacks(&self) -> u64 {

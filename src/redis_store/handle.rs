@@ -69,6 +69,11 @@ pub(super) struct Shared {
     pub(super) heartbeat: AtomicBool,
     /// Operations run on `local` instead of Redis, failing open.
     pub(super) fallbacks: AtomicU64,
+    /// Redis did not answer when this process last fell back to `local`,
+    /// and has not answered since: what is only counted for Redis (a
+    /// success, a deposit) is applied to `local` as well, which admits
+    /// meanwhile.
+    pub(super) failing_open: AtomicBool,
     /// Whether a single-node connection reached a Redis Cluster node, once
     /// asked (by `connect`, or after the first answer of a lazy
     /// connection); `false` from the start on a cluster connection.
@@ -152,6 +157,7 @@ impl Redis {
                 releasing_batches: AtomicBool::new(false),
                 heartbeat: AtomicBool::new(false),
                 fallbacks: AtomicU64::new(0),
+                failing_open: AtomicBool::new(false),
                 cluster,
                 read: Script::new(READ),
                 cas: Script::new(CAS),

@@ -65,7 +65,9 @@ use update::UPDATE_ROUND_TRIPS;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FailMode {
     /// Go on with this process's own state (leases, gates and budget stop
-    /// being shared until Redis answers again), with a `warn` event.
+    /// being shared until Redis answers again), with a `warn` event. That
+    /// state learns every answer and deposit meanwhile, as the in-memory
+    /// store would (they are counted for Redis as well).
     #[default]
     Open,
     /// Refuse to send: the request fails with `store_unavailable`.

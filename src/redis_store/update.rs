@@ -34,6 +34,9 @@ impl Redis {
             Ok(Err(e)) => server_replied(e),
             Err(_) => false,
         };
+        if answered {
+            self.shared.failing_open.store(false, Ordering::Relaxed);
+        }
         if answered && self.shared.cluster.get().is_none() {
             self.check_cluster().await?;
         }
@@ -117,6 +120,7 @@ impl Redis {
             FailMode::Closed => Err(err),
             FailMode::Open => {
                 self.shared.fallbacks.fetch_add(1, Ordering::Relaxed);
+                self.shared.failing_open.store(true, Ordering::Relaxed);
                 #[cfg(feature = "tracing")]
                 tracing::warn!(target: "reqwest_backpressure::redis_store", operation = what, error = %err, "reqwest-backpressure: redis unavailable, using local state");
                 #[cfg(not(feature = "tracing"))]
@@ -124,6 +128,12 @@ impl Redis {
                 fallback().await
             }
         }
+    }
+
+    /// Whether this process runs on its local state for want of Redis
+    /// (failing open, with no answer from Redis since).
+    pub(super) fn failing_open(&self) -> bool {
+        self.shared.failing_open.load(Ordering::Relaxed)
     }
 
     /// Reads `key`'s state, applies `f` at Redis's `now`, and, when `f`

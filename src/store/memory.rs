@@ -181,6 +181,10 @@ impl MemoryStore {
 
 /// Every call is applied when it is made, and answers at once.
 impl Store for MemoryStore {
+    fn answers_at_once(&self) -> bool {
+        true
+    }
+
     fn acquire(
         &self,
         key: &str,

@@ -317,6 +317,20 @@ pub trait Store: Send + Sync + 'static {
         0
     }
 
+    /// Whether every call of this store answers on its first poll, as an
+    /// in-memory store's do (default `false`).
+    ///
+    /// The middleware awaits the calls that reserve (an admission, a retry
+    /// token) in place on such a store. On any other it owns each such
+    /// call from the moment it is issued (an allocation): a call whose task
+    /// is dropped, or whose deadline passes, before it answered then runs
+    /// to its end on its own, and what it reserved is given back. Say
+    /// `true` only if no call ever waits: one that does would leak what it
+    /// reserved when its task is dropped meanwhile.
+    fn answers_at_once(&self) -> bool {
+        false
+    }
+
     /// A first send deposits its share into the retry budget: what
     /// [`update_budget`](Self::update_budget) with
     /// [`BudgetState::deposit`] does by default. A store may count deposits

@@ -1,13 +1,13 @@
 //! Before a send: the key's lease, and the wait at the origin's gate and
 //! paced queue.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
 use super::Task;
 use super::halt::{Halt, LeaseGuard};
-use crate::admission::{self, Slot};
+use crate::admission::{self, Admitted, Slot};
 use crate::error::Error;
 use crate::extensions::IdempotencyKey;
 use crate::observe::{self, WaitReason};
@@ -73,19 +73,48 @@ impl<'a, S: Store> Task<'a, S> {
                 server: limit.latest,
                 declared: limit.declared,
             };
-            let Some(admit) =
-                admission::admit(&**self.store, &self.origin, pacing, within, self.cost)
-            else {
-                return Ok(asked);
+            // On a store whose calls may wait, the call is owned from the
+            // moment it is issued: dropped unanswered (the task dropped,
+            // its deadline passed), what it reserved is given back.
+            let (admitted, at_once) = if self.store.answers_at_once() {
+                let Some(admit) =
+                    admission::admit(&**self.store, &self.origin, pacing, within, self.cost)
+                else {
+                    return Ok(asked);
+                };
+                self.bounded_ready(admit).await
+            } else {
+                let Some(admit) = self.admit_owned(pacing, within) else {
+                    return Ok(asked);
+                };
+                // Boxed: the task's future keeps a pointer (this store's
+                // calls cost a round trip, not an allocation's time).
+                let bounded = Box::pin(self.bounded_ready(admit));
+                bounded.await
             };
-            let (admission, at_once) = self.bounded_ready(admit).await;
-            let (admission, on_fallback) = admission
+            let Admitted {
+                admission,
+                spent,
+                on_fallback,
+            } = admitted
                 .ok_or(Halt::Stop(StopReason::DeadlineExhausted))?
                 .map_err(Halt::Store)?;
+            // What a send at once spent is the permit's until it leaves: a
+            // task that stops first gives it back.
+            if let Some(spent) = spent {
+                self.permit = (self.permit.take()).with_spent(&self.origin, spent, on_fallback);
+            }
             if on_fallback {
                 self.local_state(&self.origin, "admission", 0, true);
             }
             let admitted = || if at_once { asked } else { Instant::now() };
+            // No wait ends after this: the deadline less the send reserve,
+            // or the wait budgets (the store's waits are within it, from
+            // when it was asked).
+            let by = asked.checked_add(limit.latest);
+            // A queue ahead may be a declared quota's, which the task waits
+            // for as its deadline allows (never past it).
+            let by_declared = asked.checked_add(limit.declared);
             // A task pushed back with no time goes to the back: it waits at
             // the gate a little longer than the tasks there, so the next
             // probe and the first slots after it are others' (the same task
@@ -126,7 +155,10 @@ impl<'a, S: Store> Task<'a, S> {
                     // queue, past the tasks that a pace still in slow start
                     // told to come back later (`QueueAhead`): spent on a
                     // probe the origin rejects, its last attempt would lose
-                    // the request.
+                    // the request. Never past what the task accepts: the
+                    // wait behind the queue is trimmed to it (the retry at
+                    // the gate's reopening is still possible), never the
+                    // gate's own time.
                     let d = if self.state.hint_source() == Some(HintSource::Gate) {
                         let attempts = self.state.attempts();
                         let behind = TUNING.probe_gap_max * attempts.max(1);
@@ -136,7 +168,7 @@ impl<'a, S: Store> Task<'a, S> {
                         } else {
                             behind
                         };
-                        d.saturating_add(behind)
+                        trimmed(d, d.saturating_add(behind), by)
                     } else {
                         d
                     };
@@ -146,6 +178,7 @@ impl<'a, S: Store> Task<'a, S> {
                 Admission::FirstAnswer(d) => {
                     // Until the first answer is recorded in this process,
                     // or `d` (another process may have sent the first).
+                    let d = trimmed(Duration::ZERO, d, by);
                     self.waiting(None, WaitReason::FirstAnswer, d);
                     let slept = Instant::now();
                     let woken = Box::pin(self.shared.first_answer(d));
@@ -155,6 +188,9 @@ impl<'a, S: Store> Task<'a, S> {
                     continue;
                 }
                 Admission::QueueAhead(d) => {
+                    // Only "ask again then": asked sooner, the store
+                    // answers anew within what is left.
+                    let d = trimmed(Duration::ZERO, d, by_declared);
                     self.waiting(None, WaitReason::Pace, d);
                     d
                 }
@@ -198,4 +234,12 @@ impl<'a, S: Store> Task<'a, S> {
             self.state.add_wait(slept.elapsed());
         }
     }
+}
+
+/// A wait of `wanted` from now, trimmed to end by `by` (`None`: beyond any
+/// clock), but never shorter than `floor`: the server's time (a gate's or
+/// a stated quota's), which no wait ends before.
+fn trimmed(floor: Duration, wanted: Duration, by: Option<Instant>) -> Duration {
+    let room = by.map_or(wanted, |by| by.saturating_duration_since(Instant::now()));
+    wanted.min(room).max(floor)
 }

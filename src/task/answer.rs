@@ -118,10 +118,7 @@ impl<S: Store> Task<'_, S> {
         .await;
         if self.planner.needs_budget(&pushback, &decision) {
             let budget = &policy.retry_budget;
-            let granted = match admission::withdraw(&**self.store, budget) {
-                Some(withdraw) => self.bounded(withdraw).await,
-                None => Ok(true),
-            };
+            let granted = self.withdraw(budget).await;
             let token = matches!(granted, Ok(true));
             decision = self
                 .planner

@@ -35,6 +35,7 @@ mod halt;
 mod log;
 mod permit;
 mod report;
+mod reserving;
 
 use answer::answered_by;
 pub(crate) use halt::Contract;

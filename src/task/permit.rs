@@ -5,7 +5,8 @@
 //! response future: there is no give-back call to forget. A task dropped,
 //! stopped or failed while it holds a permit gives back, by the permit's
 //! `Drop`, the paced slot it reserved (with the stated-quota unit inside
-//! it) and the retry token the budget granted. [`confirm`](Permit::confirm)
+//! it), what an admission to send at once spent (a unit of a stated
+//! quota, cost units) and the retry token the budget granted. [`confirm`](Permit::confirm)
 //! settles the slot, [`send`](Permit::send) spends the rest; both consume
 //! the permit.
 
@@ -14,6 +15,7 @@ use std::time::Duration;
 
 use crate::admission::{self, Slot};
 use crate::budget::RetryBudget;
+use crate::origin::Spent;
 use crate::store::{Store, StoreError};
 use crate::util::detach;
 
@@ -33,6 +35,9 @@ struct Held<'a> {
     slot: Option<(String, Slot)>,
     /// The budget a retry token was withdrawn from, until the retry leaves.
     token: Option<&'a RetryBudget>,
+    /// The origin, what an admission to send at once spent there, and on
+    /// which of the store's states, until the send leaves.
+    spent: Option<(String, Spent, bool)>,
 }
 
 impl<'a, S: Store> Permit<'a, S> {
@@ -57,6 +62,13 @@ impl<'a, S: Store> Permit<'a, S> {
     /// Holds a slot `origin` reserved.
     pub(crate) fn with_slot(mut self, origin: &str, slot: Slot) -> Self {
         self.held().slot = Some((origin.to_owned(), slot));
+        self
+    }
+
+    /// Holds what an admission to send at once spent at `origin` (on the
+    /// store's stand-in state, with `on_fallback`).
+    pub(crate) fn with_spent(mut self, origin: &str, spent: Spent, on_fallback: bool) -> Self {
+        self.held().spent = Some((origin.to_owned(), spent, on_fallback));
         self
     }
 
@@ -105,6 +117,12 @@ impl<S: Store> Drop for Permit<'_, S> {
             let store = Arc::clone(self.store);
             detach(Box::pin(async move {
                 let _ = admission::release(&*store, &origin, slot).await;
+            }));
+        }
+        if let Some((origin, spent, on_fallback)) = held.spent {
+            let store = Arc::clone(self.store);
+            detach(Box::pin(async move {
+                let _ = admission::give_back(&*store, &origin, spent, on_fallback).await;
             }));
         }
         if let Some(budget) = held.token.copied() {
@@ -170,10 +188,11 @@ mod tests {
     }
 
     async fn admit(store: &MemoryStore) -> (Admission, bool) {
-        admission::admit(store, O, PACING, Within::both(LATEST), 0)
+        let admitted = admission::admit(store, O, PACING, Within::both(LATEST), 0)
             .expect("the gate on")
             .await
-            .expect("memory store")
+            .expect("memory store");
+        (admitted.admission, admitted.on_fallback)
     }
 
     /// Reserves a slot; the origin's state before.

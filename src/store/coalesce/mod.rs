@@ -158,8 +158,10 @@ impl<S> Coalesced<S> {
     /// How long a caller waits for the batch its update is written in
     /// (the one being written, then its own) before it fails with a
     /// [`StoreError`] (an update not applied by then is left out, an answer
-    /// is still applied). Default: no limit of its own (the task's deadline
-    /// bounds every store call).
+    /// is still applied). An update applied already, in a write that has
+    /// not answered yet, waits for that write's answer instead: failing
+    /// then, a store failing open would apply it a second time. Default: no
+    /// limit of its own (the task's deadline bounds every store call).
     #[must_use]
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);

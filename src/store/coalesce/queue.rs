@@ -2,7 +2,7 @@
 //! writes (admissions, answers, the counted successes) are applied in order
 //! in its next update of the inner store.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::oneshot;
@@ -36,14 +36,14 @@ impl<S: Store + Clone> Coalesced<S> {
             *lock(&slot) = Some(f(state, now));
         });
         let (done, answer) = oneshot::channel();
-        let dropped = Arc::new(AtomicBool::new(false));
+        let progress = Arc::new(Progress::default());
         let lead = {
             let mut queues = lock(&self.shared.queues);
             let queue = queues.entry(origin.to_owned()).or_default();
             queue.ops.push(Queued {
                 op,
                 done,
-                dropped: Arc::clone(&dropped),
+                progress: Arc::clone(&progress),
                 force_flush,
                 called: Instant::now(),
             });
@@ -65,12 +65,21 @@ impl<S: Store + Clone> Coalesced<S> {
         if let Some(write) = inline {
             write.await;
         }
-        let _skip_if_dropped =
-            matches!(abandoned, IfAbandoned::Skip).then(|| SkipIfDropped(&dropped));
+        let skip = matches!(abandoned, IfAbandoned::Skip);
+        let _skip_if_dropped = skip.then(|| SkipIfDropped(&progress));
+        let mut answer = answer;
         let answered = match self.timeout {
-            Some(bound) => match tokio::time::timeout(bound, answer).await {
+            Some(bound) => match tokio::time::timeout(bound, &mut answer).await {
                 Ok(answered) => answered,
-                Err(_) => return Err(StoreError::new("store: update timed out")),
+                // Not applied yet: left out, and the caller fails (a store
+                // failing open then applies it to its own state). Applied
+                // already, in a write under way: its answer is awaited (the
+                // inner store bounds its write), or an admission would be
+                // applied here and, failing open, there too.
+                Err(_) if !skip || progress.leave() => {
+                    return Err(StoreError::new("store: update timed out"));
+                }
+                Err(_) => answer.await,
             },
             None => answer.await,
         };
@@ -151,7 +160,7 @@ impl<S: Store + Clone> Coalesced<S> {
                     state.on_success(answered);
                 }
                 for queued in lock(&ops).iter_mut() {
-                    if !queued.dropped.load(Ordering::Acquire) {
+                    if queued.progress.apply() {
                         (queued.op)(state, now.late_by(before(queued.called)));
                     }
                 }
@@ -184,9 +193,9 @@ pub(super) enum IfAbandoned {
 struct Queued {
     op: OriginOp,
     done: oneshot::Sender<Result<(), StoreError>>,
-    /// Set when the caller of an update to skip then went away: not
-    /// applied unless it already was.
-    dropped: Arc<AtomicBool>,
+    /// Whether it was applied, or its caller (of an update to skip) went
+    /// away first: then it never is.
+    progress: Arc<Progress>,
     /// Fold in this process's unwritten successes however recent the last
     /// write.
     force_flush: bool,
@@ -201,12 +210,51 @@ pub(super) struct OriginQueue {
     writing: bool,
 }
 
+/// Where a queued update is: queued, applied (in a write that may not
+/// have answered yet), or left by its caller before it was applied (it
+/// never is then). Applied and left exclude each other.
+#[derive(Default)]
+struct Progress(AtomicU8);
+
+impl Progress {
+    const QUEUED: u8 = 0;
+    const APPLIED: u8 = 1;
+    const LEFT: u8 = 2;
+
+    /// Whether the update is applied now (in every round of a write that
+    /// tries again), its caller not gone before.
+    fn apply(&self) -> bool {
+        match self.0.compare_exchange(
+            Self::QUEUED,
+            Self::APPLIED,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => true,
+            Err(now) => now == Self::APPLIED,
+        }
+    }
+
+    /// The caller leaves: whether it did before the update was applied
+    /// (which it never is then).
+    fn leave(&self) -> bool {
+        self.0
+            .compare_exchange(
+                Self::QUEUED,
+                Self::LEFT,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            )
+            .is_ok()
+    }
+}
+
 /// Marks an update whose caller went away (dropped before its answer).
-struct SkipIfDropped<'a>(&'a AtomicBool);
+struct SkipIfDropped<'a>(&'a Progress);
 
 impl Drop for SkipIfDropped<'_> {
     fn drop(&mut self) {
-        self.0.store(true, Ordering::Release);
+        self.0.leave();
     }
 }
 

@@ -47,8 +47,8 @@ async fn the_observer_is_told_of_each_call_run_on_local_state() {
         assert!(locals.0.lock().unwrap().is_empty(), "told while shared");
 
         // Redis gone: the lease, the admission and the pushback's record
-        // run locally, and each is told. (A success is counted and folded
-        // in later: it falls back to nothing.)
+        // run locally, and each is told. (A success is counted for Redis,
+        // and recorded locally too while Redis does not answer.)
         redis.stop();
         let r = post_keyed(&c, format!("{}/down", server.uri()), "k-down")
             .send()

@@ -12,6 +12,9 @@ pub(crate) mod redis_server;
 #[path = "../../support/redis_cluster.rs"]
 pub(crate) mod redis_cluster;
 
+#[path = "../../support/delay_proxy.rs"]
+pub(crate) mod delay_proxy;
+
 mod cluster;
 mod faults;
 mod gate;
@@ -21,5 +24,6 @@ mod limit_server;
 mod local_state;
 mod multi_process;
 mod review;
+mod review27;
 mod review27_leases;
 mod support;

@@ -1,0 +1,113 @@
+//! What an admission to send at once spent (a unit of a stated quota,
+//! cost units), held for its task until the task sends: a task that does
+//! not send after all (it was dropped while the store's answer was on its
+//! way, or it stopped) gives it back with [`OriginState::give_back`]. (A
+//! slot the pace reserved is held as its [`Reservation`](super::Reservation).)
+
+use std::time::Duration;
+
+use super::{Admission, OriginState, PacingConfig, Within};
+
+/// What an admission to send at once spent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Spent {
+    /// A unit of a stated quota.
+    quota: bool,
+    /// Cost units.
+    cost: u64,
+}
+
+impl OriginState {
+    /// [`admit_within`](Self::admit_within), and, for an admission to
+    /// send at once, what it spent (`None`: nothing).
+    pub(crate) fn admit_spending(
+        &mut self,
+        cfg: PacingConfig,
+        now: Duration,
+        within: Within,
+        cost: u64,
+    ) -> (Admission, Option<Spent>) {
+        let before = *self;
+        let admission = self.admit_within(cfg, now, within, cost);
+        let spent = match admission {
+            Admission::Now | Admission::Reopened => self.spent_since(&before, cfg, now),
+            _ => None,
+        };
+        (admission, spent)
+    }
+
+    /// What an admission at `now` spent, from the state `before` it: what
+    /// `before` had left once the windows the admission renews were
+    /// renewed, less what is left now.
+    fn spent_since(&self, before: &OriginState, cfg: PacingConfig, now: Duration) -> Option<Spent> {
+        let mut quota = before.quota;
+        quota.renew(now);
+        let mut tokens = before.tokens;
+        if let Some(declared) = cfg.declared_units {
+            tokens.declared(now, declared);
+        }
+        tokens.quota.renew(now);
+        let spent = Spent {
+            quota: self.quota.left < quota.left,
+            cost: tokens.quota.left.saturating_sub(self.tokens.quota.left),
+        };
+        (spent.quota || spent.cost > 0).then_some(spent)
+    }
+
+    /// A task that was admitted to send at once gives back, at `now`, what
+    /// it spent and did not send (within the windows it was spent in).
+    pub(crate) fn give_back(&mut self, now: Duration, spent: Spent) {
+        if spent.quota {
+            self.quota.refund(now);
+        }
+        self.tokens.refund(now, spent.cost);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Quota;
+
+    const LATEST: Duration = Duration::from_secs(10);
+
+    fn declared_units() -> PacingConfig {
+        PacingConfig {
+            declared_units: Some(Quota::per_minute(100).units()),
+            ..PacingConfig::DEFAULT
+        }
+    }
+
+    #[test]
+    fn a_send_at_once_holds_its_cost_and_gives_it_back() {
+        let cfg = declared_units();
+        let t0 = Duration::from_secs(5);
+        let mut state = OriginState::new(t0);
+        let (admission, spent) = state.admit_spending(cfg, t0, Within::both(LATEST), 60);
+        assert_eq!(admission, Admission::Now);
+        assert_eq!(
+            spent,
+            Some(Spent {
+                quota: false,
+                cost: 60
+            })
+        );
+        // Spent and kept: the next 60 do not fit the minute.
+        let mut kept = state;
+        let (held, _) = kept.admit_spending(cfg, t0, Within::both(LATEST), 60);
+        assert!(matches!(held, Admission::Refused { .. }), "kept: {held:?}");
+        // Given back: they do.
+        let t1 = t0 + Duration::from_millis(500);
+        state.give_back(t1, spent.expect("spent"));
+        assert_eq!(state.admit_spending(cfg, t1, Within::both(LATEST), 60).0, Admission::Now);
+    }
+
+    #[test]
+    fn an_admission_that_spends_nothing_holds_nothing() {
+        let t0 = Duration::from_secs(5);
+        let mut state = OriginState::new(t0);
+        let cfg = PacingConfig::DEFAULT;
+        assert_eq!(state.admit_spending(cfg, t0, Within::both(LATEST), 60).1, None);
+        assert_eq!(state.admit_spending(cfg, t0, Within::both(LATEST), 0).1, None);
+    }
+}

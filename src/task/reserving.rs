@@ -1,0 +1,166 @@
+//! [`Reserving`]: a store call that reserves (an admission, a retry
+//! token), owned by its task from the moment it is issued.
+//!
+//! A task dropped while such a call is on its way (or whose deadline
+//! passes first) is gone before the store answers; the store may apply
+//! the update all the same (a shared store's write is already under way).
+//! So the call is not dropped with the task: it runs to its end on its
+//! own, and what it reserved is given back. Its update, should it be
+//! applied only after that, reserves nothing (it is told it was
+//! abandoned).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
+
+use super::Task;
+use crate::admission::{self, Admitted};
+use crate::budget::RetryBudget;
+use crate::origin::{PacingConfig, Within};
+use crate::planner::StoreFault;
+use crate::store::{Store, StoreError};
+use crate::util::{Detached, detach};
+
+/// A store call answering `T`, boxed.
+type Call<T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send>>;
+
+/// A store call answering `T`, and what gives back what `T` reserved
+/// when nobody is left to take it.
+pub(super) struct Reserving<T, G>
+where
+    T: Send + 'static,
+    G: FnOnce(T) -> Option<Detached> + Send + 'static,
+{
+    call: Option<Call<T>>,
+    give_back: Option<G>,
+    /// Set when the call is dropped unanswered: its update reserves
+    /// nothing from then on.
+    abandoned: Arc<AtomicBool>,
+}
+
+impl<T, G> Reserving<T, G>
+where
+    T: Send + 'static,
+    G: FnOnce(T) -> Option<Detached> + Send + 'static,
+{
+    /// `call`, whose update reads `abandoned`; `give_back` is handed its
+    /// answer if it comes when nobody is left to take it.
+    pub(super) fn new(
+        call: impl Future<Output = Result<T, StoreError>> + Send + 'static,
+        abandoned: Arc<AtomicBool>,
+        give_back: G,
+    ) -> Self {
+        Reserving {
+            call: Some(Box::pin(call)),
+            give_back: Some(give_back),
+            abandoned,
+        }
+    }
+}
+
+// Nothing is pinned in place: the call is boxed.
+impl<T, G> Unpin for Reserving<T, G>
+where
+    T: Send + 'static,
+    G: FnOnce(T) -> Option<Detached> + Send + 'static,
+{
+}
+
+impl<T, G> Future for Reserving<T, G>
+where
+    T: Send + 'static,
+    G: FnOnce(T) -> Option<Detached> + Send + 'static,
+{
+    type Output = Result<T, StoreError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let Some(call) = self.call.as_mut() else {
+            return Poll::Ready(Err(StoreError::new("store: call polled after its answer")));
+        };
+        let answer = std::task::ready!(call.as_mut().poll(cx));
+        self.call = None;
+        Poll::Ready(answer)
+    }
+}
+
+impl<T, G> Drop for Reserving<T, G>
+where
+    T: Send + 'static,
+    G: FnOnce(T) -> Option<Detached> + Send + 'static,
+{
+    fn drop(&mut self) {
+        let (Some(call), Some(give_back)) = (self.call.take(), self.give_back.take()) else {
+            return;
+        };
+        self.abandoned.store(true, Ordering::Release);
+        detach(Box::pin(async move {
+            if let Ok(answer) = call.await
+                && let Some(back) = give_back(answer)
+            {
+                back.await;
+            }
+        }));
+    }
+}
+
+impl<S: Store> Task<'_, S> {
+    /// [`admission::admit`], owned (see [`Reserving`]): a slot or units it
+    /// reserved for a task gone meanwhile are given back. `None` with the
+    /// gate off.
+    pub(super) fn admit_owned(
+        &self,
+        pacing: PacingConfig,
+        within: Within,
+    ) -> Option<Reserving<Admitted, impl FnOnce(Admitted) -> Option<Detached> + Send + 'static>>
+    {
+        if !pacing.gate {
+            return None;
+        }
+        let abandoned = Arc::new(AtomicBool::new(false));
+        let step = admission::admit_step(pacing, within, self.cost, Some(Arc::clone(&abandoned)));
+        let (store, origin) = (Arc::clone(self.store), self.origin.clone());
+        let call = {
+            let (store, origin) = (Arc::clone(&store), origin.clone());
+            async move { store.update_origin(&origin, step).await }
+        };
+        let give_back = move |admitted: Admitted| admitted.give_back(store, origin);
+        Some(Reserving::new(call, abandoned, give_back))
+    }
+}
+
+impl<'a, S: Store> Task<'a, S> {
+    /// One retry from the client-wide budget (see [`admission::withdraw`]):
+    /// on a store whose calls may wait, owned (see [`Reserving`]), so a
+    /// token granted to a task gone meanwhile goes back. Granted at once
+    /// with the budget off.
+    pub(super) async fn withdraw(&self, budget: &'a RetryBudget) -> Result<bool, StoreFault> {
+        if self.store.answers_at_once() {
+            return match admission::withdraw(&**self.store, budget) {
+                Some(withdraw) => self.bounded(withdraw).await,
+                None => Ok(true),
+            };
+        }
+        if !budget.enabled {
+            return Ok(true);
+        }
+        let abandoned = Arc::new(AtomicBool::new(false));
+        let step = admission::withdraw_step(budget, Some(Arc::clone(&abandoned)));
+        let store = Arc::clone(self.store);
+        let call = {
+            let store = Arc::clone(&store);
+            async move { store.update_budget(step).await }
+        };
+        let budget = *budget;
+        let give_back = move |granted: bool| {
+            granted.then(|| -> Detached {
+                Box::pin(async move {
+                    let _ = admission::refund(&*store, &budget).await;
+                })
+            })
+        };
+        self.bounded(Reserving::new(call, abandoned, give_back))
+            .await
+    }
+}

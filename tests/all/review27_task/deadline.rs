@@ -1,0 +1,101 @@
+//! No wait of any kind ends after the task's deadline: a task pushed back
+//! with no time, whose extra wait behind the queue would pass its deadline,
+//! waits only as long as the deadline allows, and retries when the gate
+//! reopens.
+
+use std::time::{Duration, Instant};
+
+use super::offline::{URL, offline};
+use crate::common::{client, exact, ok, report, scripted, status, stop_code};
+
+/// A bare `429` (no `Retry-After`, no rate-limit headers), then `200`s;
+/// two attempts. The gate's own hold after a pushback with no time is a
+/// second, and a last attempt waits a second more behind the queue: with
+/// a 2 s deadline and a 0.5 s send reserve (room on a loaded box), that
+/// wait is trimmed to 1.5 s, and the retry leaves then. Before, it slept
+/// to 2.05 s and stopped with `deadline_exhausted` (the reviewer's case,
+/// a 1.3 s deadline, is exact on the paused clock below).
+#[tokio::test]
+async fn a_last_attempt_behind_a_silent_gate_retries_within_its_deadline() {
+    let (server, arrivals) = scripted(|_, i| if i == 0 { status(429) } else { ok() }).await;
+    let policy = exact()
+        .max_attempts(2)
+        .send_reserve(Duration::from_millis(500));
+    let client = client(policy);
+    let deadline = Duration::from_secs(2);
+    let start = Instant::now();
+    let resp = client
+        .get(server.uri())
+        .with_extension(reqwest_backpressure::Deadline::after(deadline))
+        .send()
+        .await
+        .unwrap();
+    let took = start.elapsed();
+
+    let seen = arrivals.all();
+    assert_eq!(
+        (resp.status().as_u16(), stop_code(&resp), seen.len()),
+        (200, None, 2),
+        "the retry the reopened gate allowed was not sent (after {took:?})"
+    );
+    assert_eq!(report(&resp).attempts(), 2);
+    // Never before the gate's hold of a second (on the server's clock).
+    let gap = seen[1] - seen[0];
+    assert!(gap >= Duration::from_millis(1000), "retried after {gap:?}");
+}
+
+/// On the paused clock, exactly: the gate's hold is a second; the wait
+/// behind the queue (50 ms for a task with attempts to spare) would end
+/// past the deadline less the send reserve (1.12 s − 100 ms). The retry
+/// leaves within it, at or after the gate's reopening.
+#[tokio::test(start_paused = true)]
+async fn no_wait_behind_the_queue_ends_past_the_deadline_less_the_reserve() {
+    let policy = exact().max_attempts(3);
+    let middleware = reqwest_backpressure::RetryAfterMiddleware::new(policy);
+    let (client, arrivals) = offline(middleware, |i| if i == 0 { 429 } else { 200 });
+    let start = tokio::time::Instant::now();
+    let deadline = Duration::from_millis(1120);
+    let resp = client
+        .get(URL)
+        .with_extension(reqwest_backpressure::Deadline::after(deadline))
+        .send()
+        .await
+        .unwrap();
+
+    assert_eq!((resp.status().as_u16(), stop_code(&resp)), (200, None));
+    let seen: Vec<Duration> = arrivals.entries().iter().map(|a| a.at - start).collect();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    let reserve = Duration::from_millis(100);
+    assert!(
+        seen[1] >= Duration::from_secs(1) && seen[1] <= deadline - reserve,
+        "the retry left at {:?}",
+        seen[1]
+    );
+}
+
+/// The reviewer's case on the paused clock: the last attempt's extra
+/// second behind the queue is trimmed to what the deadline allows.
+#[tokio::test(start_paused = true)]
+async fn a_last_attempt_waits_behind_the_queue_only_as_the_deadline_allows() {
+    let policy = exact().max_attempts(2);
+    let middleware = reqwest_backpressure::RetryAfterMiddleware::new(policy);
+    let (client, arrivals) = offline(middleware, |i| if i == 0 { 429 } else { 200 });
+    let start = tokio::time::Instant::now();
+    let deadline = Duration::from_millis(1300);
+    let resp = client
+        .get(URL)
+        .with_extension(reqwest_backpressure::Deadline::after(deadline))
+        .send()
+        .await
+        .unwrap();
+
+    assert_eq!((resp.status().as_u16(), stop_code(&resp)), (200, None));
+    assert_eq!(report(&resp).attempts(), 2);
+    let seen: Vec<Duration> = arrivals.entries().iter().map(|a| a.at - start).collect();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert!(
+        seen[1] >= Duration::from_secs(1) && seen[1] <= Duration::from_millis(1200),
+        "the retry left at {:?}",
+        seen[1]
+    );
+}
