@@ -26,6 +26,7 @@ mod reliability;
 mod review_defects;
 mod review_fixes;
 mod server_shapes;
+mod sim;
 
 /// The test server (arrival log, rate-limited server), shared with the storm
 /// bench and the demo.

@@ -1,0 +1,2 @@
+//! Seeds the simulation failed on, pinned: each reruns its whole run and
+//! asserts every rule.
