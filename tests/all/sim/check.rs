@@ -100,7 +100,7 @@ fn ended(run: &Run, out: &mut Vec<Violation>) {
             continue;
         };
         let deadline = run.deadlines[i];
-        if !matches!(ending, Ending::Cancelled) && *at > deadline + MS {
+        if !matches!(ending, Ending::Cancelled | Ending::Panicked) && *at > deadline + MS {
             out.push(violation(
                 Check::EndedLate,
                 format!("task {i} ended at {at:?} ({ending:?}), deadline {deadline:?}"),

@@ -110,6 +110,7 @@ pub(super) fn stated(run: &Run, out: &mut Vec<Violation>) {
             .filter(|(s, windows)| {
                 s.origin == told.origin
                     && s.at >= told.received
+                    && s.at > told.decided
                     && windows.contains(&(told.limit, told.window_id))
             })
             .map(|(s, _)| (s.task, s.at))

@@ -373,7 +373,10 @@ fn tasks(rng: &mut Rng, origins: &[OriginPlan], policy: &PolicyPlan) -> Vec<Task
                 7 | 8 => Method::Post { keyed: true },
                 _ => Method::Post { keyed: false },
             };
-            let keyed = matches!(method, Method::Post { keyed: true }) || rng.u8(..10) == 0;
+            let keyed = match method {
+                Method::Post { keyed } => keyed,
+                Method::Get => rng.u8(..10) == 0,
+            };
             let key = keyed.then(|| {
                 if rng.bool() {
                     format!("shared-{}", rng.usize(..shared_keys))

@@ -51,6 +51,7 @@ pub(crate) struct WindowTold {
     pub(crate) limit: usize,
     pub(crate) window_id: u64,
     pub(crate) remaining: u64,
+    pub(crate) decided: Duration,
     pub(crate) received: Duration,
 }
 
@@ -279,6 +280,7 @@ impl OriginServer {
                     limit: i,
                     window_id: s.window_id,
                     remaining: s.remaining,
+                    decided: now,
                     received: Duration::ZERO,
                 });
             }
