@@ -148,6 +148,25 @@ pub use quota::Quota;
 pub use ratelimit::MAX_RATELIMIT_LEN;
 pub use ratelimit::{RateLimitHeaders, RateLimitHint, ResetFormat, TokenLimit, parse_reset};
 pub use retry_after::{Hint, InvalidReason, InvalidRetryAfter, RetryAfter, parse_retry_after};
+
+/// Test-only hooks for a deterministic simulation; not API.
+#[doc(hidden)]
+pub mod __sim {
+    use std::time::SystemTime;
+
+    /// Makes the crate's wall-clock readings on this thread (turning an
+    /// HTTP-date or an epoch reset into a duration) follow tokio's paused
+    /// clock: `base` now, then `base` plus the tokio time elapsed. Call it
+    /// inside the runtime of a simulation; [`stop_following`] undoes it.
+    pub fn follow_paused_clock(base: SystemTime) {
+        crate::util::set_paused_wall(Some(base));
+    }
+
+    /// Wall-clock readings on this thread are `SystemTime::now()` again.
+    pub fn stop_following() {
+        crate::util::set_paused_wall(None);
+    }
+}
 #[doc(hidden)]
 pub use retry_after::{MAX_RETRY_AFTER_LEN, server_date};
 #[cfg(feature = "reqwest-retry")]

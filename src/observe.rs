@@ -293,6 +293,6 @@ impl<O: Observer + ?Sized> Observer for std::sync::Arc<O> {
 
 /// The wall-clock time `d` from now (saturating at now).
 pub(crate) fn wall_in(d: Duration) -> SystemTime {
-    let now = SystemTime::now();
+    let now = crate::util::wall_now();
     now.checked_add(d).unwrap_or(now)
 }

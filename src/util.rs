@@ -56,3 +56,32 @@ pub(crate) fn detach(mut work: Detached) {
         runtime.spawn(work);
     }
 }
+
+thread_local! {
+    /// Set only by a deterministic simulation (see [`crate::__sim`]): the
+    /// wall-clock time of a paused tokio instant, so `SystemTime` readings
+    /// follow the paused clock on this thread.
+    static PAUSED_WALL: std::cell::Cell<Option<(std::time::SystemTime, Instant)>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// The local wall-clock time: `SystemTime::now()`, unless a simulation on
+/// this thread made it follow tokio's paused clock (test-only hook, see
+/// [`crate::__sim::follow_paused_clock`]). Used wherever the crate turns
+/// an HTTP-date or an epoch reset into a duration.
+pub(crate) fn wall_now() -> std::time::SystemTime {
+    match PAUSED_WALL.with(std::cell::Cell::get) {
+        None => std::time::SystemTime::now(),
+        Some((base, anchor)) => {
+            let elapsed = Instant::now().saturating_duration_since(anchor);
+            base.checked_add(elapsed).unwrap_or(base)
+        }
+    }
+}
+
+/// Makes [`wall_now`] on this thread read `base` plus the tokio time
+/// elapsed since now; `None` restores `SystemTime::now()`.
+pub(crate) fn set_paused_wall(base: Option<std::time::SystemTime>) {
+    let anchored = base.map(|base| (base, Instant::now()));
+    PAUSED_WALL.with(|wall| wall.set(anchored));
+}

@@ -133,7 +133,7 @@ impl<'a, S: Store> Task<'a, S> {
                 Admission::Refused { free_in } => {
                     // Never earlier than the server's time, and a caller who
                     // reschedules then does not rejoin the same queue.
-                    let retry_at = SystemTime::now().checked_add(free_in);
+                    let retry_at: Option<SystemTime> = crate::util::wall_now().checked_add(free_in);
                     self.retry_at = self.retry_at.max(retry_at);
                     return Err(Halt::Refused {
                         reason: limit.reason,

@@ -33,7 +33,7 @@ impl<S: Store> Task<'_, S> {
         // The clock is read only if a header or a pushback needs it.
         let mut received_at = None;
         let rate_limit = self.rate_limit(response, || {
-            *received_at.get_or_insert_with(SystemTime::now)
+            *received_at.get_or_insert_with(crate::util::wall_now)
         });
         if let Some(cap) = rate_limit.concurrency() {
             let origin = answered_by(&self.origin, response.url());
@@ -43,7 +43,7 @@ impl<S: Store> Task<'_, S> {
         if policy.is_pushback_response(response.status(), &rate_limit, response.headers()) {
             return Err(Box::new((
                 rate_limit,
-                received_at.unwrap_or_else(SystemTime::now),
+                received_at.unwrap_or_else(crate::util::wall_now),
             )));
         }
         self.planner.finish(&mut self.state);

@@ -28,6 +28,7 @@ mod review27_task;
 mod review_defects;
 mod review_fixes;
 mod server_shapes;
+mod sim;
 
 /// The test server (arrival log, rate-limited server), shared with the storm
 /// bench and the demo.
