@@ -23,6 +23,7 @@ mod ratelimit_quota;
 #[cfg(feature = "redis")]
 mod redis;
 mod reliability;
+mod review27_stated;
 mod review_defects;
 mod review_fixes;
 mod server_shapes;

@@ -8,6 +8,7 @@ mod gate;
 mod known;
 mod pace;
 mod quota;
+mod renewal;
 mod slots;
 mod status;
 
