@@ -39,8 +39,9 @@ pub(super) struct Quota {
     pub(super) announced: bool,
     /// The quota's size per window, as stated (0: unknown).
     pub(super) limit: u64,
-    /// Its window, as stated, or else the longest reset stated (zero:
-    /// unknown). With [`limit`](Self::limit), the quota renews at `until`.
+    /// Its window, as stated, or else the longest reset stated, counted
+    /// from its request's send (zero: unknown). With
+    /// [`limit`](Self::limit), the quota renews at `until`.
     pub(super) window: Duration,
     /// When the current window opened, as far as we know: its renewal, or
     /// the send of the request whose answer first stated it. An answer to
@@ -158,8 +159,9 @@ impl Quota {
         self.announced = false;
     }
 
-    /// An answer stated the quota's `size`, its reset `reset_in` away: kept
-    /// for renewals.
+    /// An answer stated the quota's `size`, its reset `reset_in` after its
+    /// request left (a window opened by that request's arrival is no
+    /// longer): kept for renewals.
     pub(super) fn sized(&mut self, reset_in: Duration, size: Option<Size>) {
         if let Some(size) = size {
             self.limit = size.limit;
