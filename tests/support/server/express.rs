@@ -17,6 +17,8 @@
 
 use std::time::{Duration, Instant};
 
+use super::shapes::Verdict;
+
 /// The draft-8 partition key express-rate-limit states for the client
 /// `127.0.0.1`: the first 12 hex digits of its SHA-256, in base64.
 pub const PARTITION_KEY: &str = "MTJjYTE3YjQ5YWYy";
@@ -33,21 +35,12 @@ pub(super) struct ExpressWindow {
     hits: u32,
 }
 
-/// What one hit got.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Hit {
-    pub(super) ok: bool,
-    /// `r`: what is left, never below 0.
-    pub(super) remaining: u32,
-    /// `t` (and a `429`'s `Retry-After`): whole seconds to the reset.
-    pub(super) t: u64,
-    /// The window's reset: a later hit opens the next window.
-    pub(super) reset: Instant,
-}
-
 impl ExpressWindow {
-    /// `increment(key)`, then the limit's verdict, for a hit at `now`.
-    pub(super) fn hit(&mut self, cap: u32, now: Instant) -> Hit {
+    /// `increment(key)`, then the limit's verdict, for a hit at `now`: the
+    /// `RateLimit` fields `(r, t)`, and for a `429` `Retry-After: <t>` and
+    /// the window's reset as the instant it allows (a later hit opens the
+    /// next window).
+    pub(super) fn verdict(&mut self, cap: u32, now: Instant) -> Verdict {
         let reset = match self.reset {
             Some(reset) if reset > now => reset,
             _ => {
@@ -58,11 +51,18 @@ impl ExpressWindow {
         self.hits = self.hits.saturating_add(1);
         let left = reset.saturating_duration_since(now);
         let t = left.as_secs() + u64::from(left.subsec_nanos() > 0);
-        Hit {
-            ok: self.hits <= cap,
-            remaining: cap.saturating_sub(self.hits),
-            t,
-            reset,
+        let ok = self.hits <= cap;
+        Verdict {
+            ok,
+            retry_after: (!ok).then_some(t),
+            ratelimit: Some((cap.saturating_sub(self.hits), t)),
+            allowed: (!ok).then_some(reset),
+            names: if ok {
+                Duration::ZERO
+            } else {
+                Duration::from_secs(t)
+            },
+            status: if ok { 200 } else { 429 },
         }
     }
 }

@@ -280,16 +280,7 @@ impl Limit {
             _ => None,
         };
         if let Limit::Express(window) = self {
-            let hit = window.hit(cap, now);
-            let verdict = if hit.ok {
-                Verdict::admitted()
-            } else {
-                Verdict::rejected(hit.t, hit.reset)
-            };
-            return Verdict {
-                ratelimit: Some((hit.remaining, hit.t)),
-                ..verdict
-            };
+            return window.verdict(cap, now);
         }
         if let Some(ok) = silent {
             return if ok {
