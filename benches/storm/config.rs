@@ -171,8 +171,12 @@ impl Config {
         let github = asked
             .as_deref()
             .is_some_and(|s| s == "github" || s == "silent");
+        // express-rate-limit runs in the steady load only (its windows
+        // are the RateLimit headers' windows, opening at a first hit).
+        let express = asked.as_deref().is_none_or(|s| s.starts_with("express"));
         let shapes = match asked {
             Some(s) if s == "silent" => silent,
+            Some(s) if s.starts_with("express") => Vec::new(),
             Some(s) if s == "github" => Vec::new(),
             Some(s) if s == "leaky503" => vec![silent[1]],
             Some(s) if s.starts_with("leaky") => vec![silent[0]],
@@ -224,6 +228,7 @@ impl Config {
                             | Shape::Counting(_)
                     )
                 })
+                .chain(express.then_some(Shape::ExpressRateLimit))
                 // The smoke run: the fixed window only.
                 .take(if smoke { 1 } else { usize::MAX })
                 .collect(),
@@ -321,9 +326,11 @@ impl Config {
         let leaky = Duration::from_millis((n.saturating_sub(cap + 1) * 1000).div_ceil(cap));
         let windows = n.div_ceil(cap).saturating_sub(1);
         match shape {
-            Shape::Window | Shape::RateLimitHeaders | Shape::TruncatedZero | Shape::SlidingLog => {
-                Duration::from_secs(windows)
-            }
+            Shape::Window
+            | Shape::RateLimitHeaders
+            | Shape::ExpressRateLimit
+            | Shape::TruncatedZero
+            | Shape::SlidingLog => Duration::from_secs(windows),
             Shape::Bucket | Shape::Gcra => {
                 Duration::from_secs_f64(n.saturating_sub(cap) as f64 / cap as f64)
             }

@@ -31,6 +31,7 @@ pub(crate) fn documented(shape: Shape, cap: u32) -> Quota {
     match shape {
         Shape::Window
         | Shape::RateLimitHeaders
+        | Shape::ExpressRateLimit
         | Shape::TruncatedZero
         | Shape::Spells
         | Shape::SlidingLog

@@ -56,7 +56,9 @@
 //!
 //! Then a steady-load scenario ([`steady`]): 40 workers each looping (send,
 //! wait for the answer, send again) for 8 s against a server admitting 50 a
-//! second, for the fixed window, RateLimit headers and truncated shapes:
+//! second, for the fixed window, RateLimit headers, truncated and
+//! express-rate-limit shapes (`tests/support/server/express.rs`: draft-8
+//! fields, windows opening at a first hit, `t` rounded up to 1 s):
 //! calls, requests, `200`s, `429`s (and those after the first second),
 //! premature sends and failed calls, with their shares.
 //!
@@ -109,6 +111,7 @@
 //! STORM_N=500 STORM_CAP=100      # defaults
 //! STORM_ONLY=backpressure        # only reqwest-backpressure's rows (Redis row included)
 //! STORM_SHAPE=window|bucket|sliding|gcra|ratelimit|truncated   # only one server shape
+//! STORM_SHAPE=express            # only the steady load's express-rate-limit row
 //! STORM_SHAPE=silent             # the silent shapes and the GitHub-like crawl, not in the default run
 //! STORM_SHAPE=leaky429|leaky503|counting429|counting503|outage|github   # one of them
 //! STORM_OUTAGE_SECS=20           # the outage's time down

@@ -76,7 +76,11 @@ impl OriginState {
                 if let Some(st) = tokens {
                     self.tokens.on_stated(now, sent, st);
                 }
-                self.quota.sized(reset_in, size(limit, window));
+                // The window measured from the send: a limiter that opens
+                // its window at a request's arrival states at most this.
+                let reset_at = answered.saturating_add(reset_in);
+                self.quota
+                    .sized(reset_at.saturating_sub(sent), size(limit, window));
                 self.exhausted(cfg, now, answered, sent, reset_in);
             }
             Outcome::Quota {

@@ -11,6 +11,14 @@
 //! requests leave at its start, as many as it admits. An answer to a
 //! request sent before the current window opened speaks of an earlier one
 //! and changes nothing.
+//!
+//! The renewed window's reset is a guess (the last reset plus the window)
+//! until an answer of that window states it: many limiters open a window at
+//! its first request after the last one ended (express-rate-limit's memory
+//! store, GitHub's primary limit), so the server's reset comes later than
+//! the guess by at least the way there. The window's first statement
+//! replaces the guess, later or earlier; only then do two statements of the
+//! window bound it together (the earlier wins).
 
 use std::time::Duration;
 
@@ -31,13 +39,18 @@ pub(super) struct Quota {
     pub(super) announced: bool,
     /// The quota's size per window, as stated (0: unknown).
     pub(super) limit: u64,
-    /// Its window, as stated, or else the longest reset stated (zero:
-    /// unknown). With [`limit`](Self::limit), the quota renews at `until`.
+    /// Its window, as stated, or else the longest reset stated, counted
+    /// from its request's send (zero: unknown). With
+    /// [`limit`](Self::limit), the quota renews at `until`.
     pub(super) window: Duration,
     /// When the current window opened, as far as we know: its renewal, or
     /// the send of the request whose answer first stated it. An answer to
     /// a request sent before speaks of an earlier window.
     pub(super) opened: Duration,
+    /// Whether [`until`](Self::until) is the renewal's guess, which no
+    /// answer of the current window has stated yet: the first that does
+    /// replaces it.
+    pub(super) guessed: bool,
 }
 
 /// The size of a stated quota: how many per window, and the window when
@@ -95,6 +108,7 @@ impl Quota {
         }
         self.left = self.limit;
         self.announced = false;
+        self.guessed = true;
     }
 
     /// Until when a spent quota holds the origin, if it does at `now`: its
@@ -145,8 +159,9 @@ impl Quota {
         self.announced = false;
     }
 
-    /// An answer stated the quota's `size`, its reset `reset_in` away: kept
-    /// for renewals.
+    /// An answer stated the quota's `size`, its reset `reset_in` after its
+    /// request left (a window opened by that request's arrival is no
+    /// longer): kept for renewals.
     pub(super) fn sized(&mut self, reset_in: Duration, size: Option<Size>) {
         if let Some(size) = size {
             self.limit = size.limit;
@@ -155,16 +170,22 @@ impl Quota {
     }
 
     /// A unit spent by a task that did not send comes back (within the
-    /// window it was spent in; a later statement corrects the count).
+    /// window it was spent in; a later statement corrects the count), never
+    /// beyond the quota's size when it is known: a unit spent in a window
+    /// before a renewal is not the new window's to give.
     pub(super) fn refund(&mut self, now: Duration) {
         if self.until > now {
             self.left = self.left.saturating_add(1);
+            if self.limit > 0 {
+                self.left = self.left.min(self.limit);
+            }
         }
     }
 
     /// Two resets of the same window (servers round theirs to seconds).
+    /// A guessed reset is no statement to compare with.
     fn same_window(&self, now: Duration, at: Duration) -> bool {
-        self.until > now && at.abs_diff(self.until) < TUNING.same_window
+        !self.guessed && self.until > now && at.abs_diff(self.until) < TUNING.same_window
     }
 
     /// A success at `now`, to a request sent at `sent`, said `remaining`
@@ -183,11 +204,20 @@ impl Quota {
         until: Duration,
         size: Option<Size>,
     ) -> bool {
-        self.sized(until.saturating_sub(now), size);
+        self.sized(until.saturating_sub(sent), size);
         if sent < self.opened {
             return false;
         }
         let left = self.left;
+        if self.guessed {
+            // The renewed window's first statement: the server's reset,
+            // not ours. What admissions spent since the renewal still
+            // counts.
+            self.guessed = false;
+            self.left = self.left.min(remaining);
+            self.until = until;
+            return self.left == 0;
+        }
         let same_window = self.same_window(now, until);
         if same_window {
             self.left = self.left.min(remaining);
@@ -196,6 +226,7 @@ impl Quota {
             self.left = remaining;
             self.until = until;
             self.opened = sent;
+            self.guessed = false;
         }
         self.left == 0 && (left > 0 || !same_window)
     }
@@ -217,7 +248,12 @@ impl Quota {
         if sent < self.opened {
             return false;
         }
-        if at >= self.until || at.abs_diff(self.until) < TUNING.same_window {
+        if std::mem::take(&mut self.guessed) {
+            // The renewed window's first statement replaces the guess.
+            self.until = at;
+            self.left = 0;
+            true
+        } else if at >= self.until || at.abs_diff(self.until) < TUNING.same_window {
             self.until = self.until.max(at);
             self.left = 0;
             true

@@ -35,7 +35,7 @@ impl OriginState {
         let maybe =
             |t: Option<Duration>| t.map_or_else(|| "-".to_owned(), |t| nanos(t).to_string());
         format!(
-            "o12 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+            "o13 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
             nanos(gate.until),
             nanos(gate.span),
             nanos(gate.server_until),
@@ -94,6 +94,8 @@ impl OriginState {
             tokens.low,
             tokens.seen,
             nanos(tokens.declared),
+            u8::from(quota.guessed),
+            u8::from(tokens.quota.guessed),
         )
     }
 
@@ -103,7 +105,7 @@ impl OriginState {
     pub fn decode(s: &str) -> Option<Self> {
         let f: Vec<&str> = s.split(' ').collect();
         let [
-            "o12",
+            "o13",
             gate,
             span,
             server,
@@ -154,6 +156,8 @@ impl OriginState {
             tokens_low,
             tokens_seen,
             tokens_declared,
+            quota_guessed,
+            tokens_guessed,
         ] = f.as_slice()
         else {
             return None;
@@ -208,6 +212,7 @@ impl OriginState {
                 limit: quota_limit.parse().ok()?,
                 window: time(quota_window)?,
                 opened: time(quota_opened)?,
+                guessed: flag(quota_guessed)?,
             },
             tokens: Tokens {
                 quota: Quota {
@@ -218,6 +223,7 @@ impl OriginState {
                     limit: tokens_limit.parse().ok()?,
                     window: time(tokens_window)?,
                     opened: time(tokens_opened)?,
+                    guessed: flag(tokens_guessed)?,
                 },
                 mean: tokens_mean.parse().ok()?,
                 high: tokens_high.parse().ok()?,

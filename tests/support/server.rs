@@ -154,10 +154,18 @@ mod shapes;
 #[path = "server/silent.rs"]
 mod silent;
 
+/// express-rate-limit 8's memory store and draft-8 fields.
+#[path = "server/express.rs"]
+mod express;
+
 /// A GitHub-like server: its primary and secondary rate limits, and a
 /// plain `403`.
 #[path = "server/github.rs"]
 pub mod github;
+
+/// GitHub's primary limit with no `Date` header (a std-thread server).
+#[path = "server/github_epoch.rs"]
+pub mod github_epoch;
 
 /// An OpenAI-like server: a request quota and a token quota per fixed
 /// window, stated with OpenAI's `x-ratelimit-*` headers.
@@ -426,6 +434,11 @@ impl ServerState {
         }
         if let Some((r, t)) = v.ratelimit {
             let cap = self.cap;
+            // express-rate-limit states its partition key too.
+            let pk = match self.shape {
+                Shape::ExpressRateLimit => format!("; pk=:{}:", express::PARTITION_KEY),
+                _ => String::new(),
+            };
             answer = answer
                 .insert_header(
                     "ratelimit",
@@ -433,7 +446,7 @@ impl ServerState {
                 )
                 .insert_header(
                     "ratelimit-policy",
-                    format!("\"{cap}-in-1sec\"; q={cap}; w=1").as_str(),
+                    format!("\"{cap}-in-1sec\"; q={cap}; w=1{pk}").as_str(),
                 );
         }
         if self.hold.is_zero() {

@@ -105,6 +105,7 @@ fn key_prefix(shape: Shape) -> String {
             Shape::Window => "window",
             Shape::Bucket => "bucket",
             Shape::RateLimitHeaders => "ratelimit",
+            Shape::ExpressRateLimit => "express",
             Shape::TruncatedZero => "truncated",
             Shape::Spells => "spells",
             Shape::SlidingLog => "sliding",

@@ -10,6 +10,7 @@ mod known;
 mod pace;
 mod quiet;
 mod quota;
+mod renewal;
 mod slots;
 mod status;
 

@@ -14,6 +14,7 @@ use governor::nanos::Nanos;
 use governor::state::{InMemoryState, NotKeyed};
 use governor::{Quota, RateLimiter};
 
+use super::express::ExpressWindow;
 use super::silent::{LeakyBucket, Outage, SlidingRate};
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -34,6 +35,11 @@ pub enum Shape {
     /// window, rounded up, at least 1>` and `RateLimit-Policy:
     /// "<cap>-in-1sec"; q=<cap>; w=1`; its `429`s carry no `Retry-After`.
     RateLimitHeaders,
+    /// express-rate-limit 8 (`server/express.rs`): `cap` per 1 s window, a
+    /// window opening at the first request after the last one ended, the
+    /// draft-8 fields on every answer (`t` in whole seconds, rounded up, so
+    /// 1 throughout), `Retry-After: <t>` on its `429`s.
+    ExpressRateLimit,
     /// `cap` requests per 1 s window, a window starting at the first request
     /// after the last one ended (not on the epoch's seconds); the rest get
     /// `Retry-After` = whole seconds left in the window, *truncated* (so `0`
@@ -99,6 +105,7 @@ impl Shape {
             Shape::Window => "fixed window",
             Shape::Bucket => "token bucket",
             Shape::RateLimitHeaders => "RateLimit headers",
+            Shape::ExpressRateLimit => "express-rate-limit (draft-8)",
             Shape::TruncatedZero => "truncated Retry-After: 0",
             Shape::Spells => "window, closed every fifth second",
             Shape::SlidingLog => "sliding log",
@@ -207,6 +214,7 @@ pub(super) enum Limit {
         limiter: RateLimiter<NotKeyed, InMemoryState, FakeRelativeClock, NoOpMiddleware<Nanos>>,
         clock: FakeRelativeClock,
     },
+    Express(ExpressWindow),
     Leaky(LeakyBucket),
     Counting(SlidingRate),
     Outage(Outage),
@@ -244,6 +252,7 @@ impl Limit {
                     clock,
                 }
             }
+            Shape::ExpressRateLimit => Limit::Express(ExpressWindow::default()),
             Shape::Leaky(_) => Limit::Leaky(LeakyBucket::new(cap)),
             Shape::Counting(_) => Limit::Counting(SlidingRate::new(cap)),
             Shape::Outage { down } => {
@@ -270,6 +279,9 @@ impl Limit {
             Limit::Outage(o) => Some(o.admit(ms)),
             _ => None,
         };
+        if let Limit::Express(window) = self {
+            return window.verdict(cap, now);
+        }
         if let Some(ok) = silent {
             return if ok {
                 Verdict::admitted()
@@ -384,8 +396,8 @@ impl Limit {
                 let ra = not_until.wait_time_from(clock.now()).as_secs();
                 Err((ra, epoch + Duration::from(not_until.earliest_possible())))
             }
-            // Judged in `verdict`, in whole milliseconds.
-            Limit::Leaky(_) | Limit::Counting(_) | Limit::Outage(_) => Ok(()),
+            // Judged in `verdict`.
+            Limit::Express(_) | Limit::Leaky(_) | Limit::Counting(_) | Limit::Outage(_) => Ok(()),
         }
     }
 }
