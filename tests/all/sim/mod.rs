@@ -34,7 +34,7 @@ const DEFAULT_SEEDS: u64 = 400;
 /// Whether defects of issue 27 that are fixed on other branches are still
 /// open here: a violation `open_defect` attributes to one is printed, not
 /// failed on. Set to `false` once the fixes are merged.
-const DEFECTS_OPEN: bool = true;
+const DEFECTS_OPEN: bool = false;
 
 /// New findings of the simulation, open like the defects (see the
 /// report of the branch that added it): what `open_defect` returns for

@@ -1,13 +1,11 @@
 //! Seeds the simulation failed on, pinned: each reruns its whole run and
-//! asserts every rule. Those failing on defects of issue 27 fixed on other
-//! branches are ignored here until the fixes merge (then un-ignored).
+//! asserts every rule.
 
 use super::assert_seed;
 
 /// 12 GETs at once to an origin that answers after ~3 s: the others left
 /// one `first_contact` after another, not within one.
 #[test]
-#[ignore = "defect 1 of issue 27, fixed on another branch"]
 fn first_contact_wait_is_bounded_seed_110() {
     assert_seed(110);
 }
@@ -16,7 +14,6 @@ fn first_contact_wait_is_bounded_seed_110() {
 /// tasks whose deadline allows their slot are refused with
 /// `origin_gate_closed`.
 #[test]
-#[ignore = "defect 2 of issue 27, fixed on another branch"]
 fn declared_quota_slot_within_deadline_is_waited_for_seed_55() {
     assert_seed(55);
 }
@@ -24,7 +21,6 @@ fn declared_quota_slot_within_deadline_is_waited_for_seed_55() {
 /// A declared request quota of 1 a second beside a declared token quota:
 /// two requests left within 3 ms.
 #[test]
-#[ignore = "defect 3 of issue 27, fixed on another branch"]
 fn every_declared_quota_binds_seed_95() {
     assert_seed(95);
 }
@@ -32,14 +28,13 @@ fn every_declared_quota_binds_seed_95() {
 /// Tasks returned `deadline_exhausted` after their deadline (here behind a
 /// store answering in up to 250 ms each way).
 #[test]
-#[ignore = "defect 4 of issue 27, fixed on another branch"]
+#[ignore = "still fails after the merge of the fixes: a wait ends past the deadline (being fixed)"]
 fn no_wait_ends_past_the_deadline_seed_35() {
     assert_seed(35);
 }
 
 /// `Quota::new(n, Duration::MAX)` passes validation; the first GETs panic.
 #[test]
-#[ignore = "defect 7 of issue 27, fixed on another branch"]
 fn an_extreme_declared_quota_does_not_panic_seed_922() {
     assert_seed(922);
 }
@@ -47,7 +42,7 @@ fn an_extreme_declared_quota_does_not_panic_seed_922() {
 /// express-rate-limit's draft-8 fixed window (5 a second, `t` in whole
 /// seconds): sent 2 ms before the reset a spent window stated.
 #[test]
-#[ignore = "defect 9 of issue 27, fixed on another branch"]
+#[ignore = "still fails after the merge of the fixes: a stated reset anticipated (being fixed)"]
 fn a_stated_reset_in_whole_seconds_is_not_anticipated_seed_97() {
     assert_seed(97);
 }
@@ -55,7 +50,7 @@ fn a_stated_reset_in_whole_seconds_is_not_anticipated_seed_97() {
 /// GitHub-like (`x-ratelimit-reset` epoch seconds, `403` when spent, no
 /// `Date`): a task sent 290 ms before the reset a spent window stated.
 #[test]
-#[ignore = "defect 10 of issue 27, fixed on another branch"]
+#[ignore = "still fails after the merge of the fixes: a stated reset anticipated (being fixed)"]
 fn an_epoch_reset_is_not_anticipated_seed_1461() {
     assert_seed(1461);
 }
@@ -63,21 +58,19 @@ fn an_epoch_reset_is_not_anticipated_seed_1461() {
 /// Discord-like fixed window: after an answer stated 2 left in the
 /// window, 3 more went into it (a stated quota overspent).
 #[test]
-#[ignore = "defect 10 of issue 27, fixed on another branch"]
 fn a_stated_quota_is_not_overspent_seed_361() {
     assert_seed(361);
 }
 
 /// A declared bucket (`Quota::per_second(1).refilled()`) overspent.
 #[test]
-#[ignore = "new finding of the simulation: a declared bucket overspent"]
+#[ignore = "new finding of the simulation: a declared bucket overspent (being fixed)"]
 fn a_declared_bucket_is_not_overspent_seed_99() {
     assert_seed(99);
 }
 
 /// A declared window in units (20 per 61.2 s) overspent: 21 units.
 #[test]
-#[ignore = "new finding of the simulation: a declared window in units overspent"]
 fn a_declared_units_window_is_not_overspent_seed_32() {
     assert_seed(32);
 }
@@ -85,7 +78,6 @@ fn a_declared_units_window_is_not_overspent_seed_32() {
 /// `Coalesced` over a store that never fails answered `store_unavailable`
 /// (express-rate-limit-like server, declared quotas).
 #[test]
-#[ignore = "new finding of the simulation: Coalesced over a fault-free store answered store_unavailable"]
 fn a_coalesced_store_without_faults_never_fails_seed_2085() {
     assert_seed(2085);
 }

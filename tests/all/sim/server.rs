@@ -23,6 +23,8 @@ pub(crate) struct Sent {
     /// When its answer reached the client, or it was dropped.
     pub(crate) done: Option<Duration>,
     pub(crate) cost: u64,
+    /// Whether the server refused it (read in `SIM_TRACE`'s listing).
+    #[allow(dead_code)]
     pub(crate) refused: bool,
     /// Whether its answer (or transport error) reached the client.
     pub(crate) answered: bool,
