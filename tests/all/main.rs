@@ -13,6 +13,7 @@ mod known_deviations;
 mod known_quotas;
 mod llm;
 mod middleware;
+mod offline;
 mod origin_status;
 mod outage;
 mod parser;

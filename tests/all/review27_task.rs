@@ -8,4 +8,3 @@ mod coalesced;
 mod deadline;
 mod delayed;
 mod dropped;
-mod offline;

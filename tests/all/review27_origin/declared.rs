@@ -6,9 +6,9 @@
 
 use std::time::Duration;
 
-use reqwest_backpressure::{Cost, Deadline, Policy, Quota};
+use reqwest_backpressure::{Cost, Deadline, Policy, Quota, RetryAfterMiddleware};
 
-use super::offline::{URL, offline};
+use crate::offline::{URL, offline};
 
 use crate::common::{client, exact, our_code};
 use crate::server::{LimitedServer, ServerState, Shape};
@@ -136,7 +136,10 @@ async fn a_declared_unit_quota_longer_than_max_wait_renews() {
 /// All must end `200`; the arrivals, from the first.
 async fn offline_backlog(quota: Quota, n: u32, cost: u64) -> Vec<Duration> {
     let origin = URL.trim_end_matches('/');
-    let (client, arrivals) = offline(Policy::default().quota(origin, quota));
+    let (client, arrivals) = offline(
+        RetryAfterMiddleware::new(Policy::default().quota(origin, quota)),
+        |_| 200,
+    );
     all_ok(burst(&client, URL, n, cost, Duration::from_secs(600)).await);
     let at = arrivals.all();
     at.iter().map(|t| *t - at[0]).collect()
@@ -171,7 +174,10 @@ async fn a_task_whose_deadline_cannot_cover_its_slot_is_refused_at_once() {
     // fit, the third (at ~122 s) does not: those five are refused at once,
     // never sent, never past their deadline.
     let origin = URL.trim_end_matches('/');
-    let (client, arrivals) = offline(Policy::default().quota(origin, Quota::per_minute(5)));
+    let (client, arrivals) = offline(
+        RetryAfterMiddleware::new(Policy::default().quota(origin, Quota::per_minute(5))),
+        |_| 200,
+    );
     let start = tokio::time::Instant::now();
     let calls = (0..15).map(|_| {
         let client = client.clone();

@@ -11,7 +11,6 @@ use reqwest_middleware::ClientWithMiddleware;
 
 mod declared;
 mod first_contact;
-mod offline;
 mod spans;
 
 /// `n` GETs of `url` at once, each a task of its own; the results in order.

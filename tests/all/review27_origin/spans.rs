@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use reqwest_backpressure::{Cost, InvalidPolicy, Policy, Quota, RetryAfterMiddleware};
 
-use super::offline::{URL, offline};
 use crate::common::our_code;
+use crate::offline::{URL, offline};
 
 /// Every shape of a quota of `count` per `per`.
 fn shapes(count: u32, per: Duration) -> [Quota; 4] {
@@ -67,7 +67,7 @@ async fn every_accepted_quota_serves_requests_without_a_panic() {
         if policy.validate().is_err() {
             continue;
         }
-        let (client, arrivals) = offline(policy);
+        let (client, arrivals) = offline(RetryAfterMiddleware::new(policy), |_| 200);
         let calls = (0..3).map(|_| client.get(URL).with_extension(Cost::new(1)).send());
         let mut sent = 0;
         for r in futures_util::future::join_all(calls).await {

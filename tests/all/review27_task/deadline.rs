@@ -5,8 +5,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::offline::{URL, offline};
 use crate::common::{client, exact, ok, report, scripted, status, stop_code};
+use crate::offline::{URL, offline};
 
 /// A bare `429` (no `Retry-After`, no rate-limit headers), then `200`s;
 /// two attempts. The gate's own hold after a pushback with no time is a

@@ -9,8 +9,8 @@ use reqwest_backpressure::{
 };
 
 use super::delayed::Delayed;
-use super::offline::{URL, offline};
 use crate::common::{exact, stop_code};
+use crate::offline::{URL, offline};
 
 /// The reviewer's case without Redis: a declared 100 units a minute, task
 /// A (cost 60) dropped 400 ms in, after the store applied its admission

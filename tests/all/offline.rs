@@ -1,6 +1,7 @@
-//! A socket-less server for the paused-clock tests of this folder: a
+//! A socket-less server for paused-clock tests (`start_paused`): a
 //! terminal middleware answering each request with the status its script
-//! names, recording arrivals on tokio's clock.
+//! names, recording arrivals on tokio's clock, so a backlog of minutes
+//! runs in no real time.
 
 use http::Extensions;
 use reqwest::{Request, Response, ResponseBuilderExt};
@@ -11,7 +12,7 @@ use crate::common::http_client;
 use crate::server::Arrivals;
 
 /// The origin the offline tests call (never resolved: nothing is sent).
-pub(super) const URL: &str = "http://origin.test/";
+pub(crate) const URL: &str = "http://origin.test/";
 
 /// Answers the `i`-th request (0-based) with `script(i)`, a status.
 struct Offline<F> {
@@ -42,7 +43,7 @@ where
 
 /// A client with `middleware` in front of a socket-less server answering
 /// the `i`-th request with status `script(i)`; the arrival log too.
-pub(super) fn offline<S, F>(
+pub(crate) fn offline<S, F>(
     middleware: RetryAfterMiddleware<S>,
     script: F,
 ) -> (ClientWithMiddleware, Arrivals)
