@@ -24,6 +24,7 @@ mod ratelimit_quota;
 mod redis;
 mod reliability;
 mod review27_origin;
+mod review27_quiet;
 mod review_defects;
 mod review_fixes;
 mod server_shapes;
