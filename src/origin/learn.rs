@@ -38,6 +38,11 @@ impl Pace {
     /// apart: its batch leaves at once, and each stated reset re-anchors the
     /// next.
     ///
+    /// A period whose first pushback came after a quiet spell (its last
+    /// success more than a tenth of W before) measured what the client
+    /// asked, not what the origin admits: its pace is a slow start from
+    /// that count, rising with each success until a pushback measures it.
+    ///
     /// Later, while pacing, a pushback says the batch was too large: it is
     /// cut ([`Pace::cut`]).
     pub(super) fn reopen(&mut self, gate: Duration, span: Duration, period: &Period) -> bool {
@@ -122,7 +127,8 @@ impl Pace {
     }
 
     /// The batch a first measured period shows (see [`reopen`](Self::reopen)),
-    /// or slow start when it admitted nothing countable.
+    /// or slow start when it admitted nothing countable or was quiet when
+    /// it was pushed back.
     fn learn(&mut self, gate: Duration, span: Duration, period: &Period) {
         let sending = period.sending(gate);
         let length = sending.max(span).as_secs_f64();
@@ -153,7 +159,18 @@ impl Pace {
             size = to_count(f64::from(size) * stretched).max(size.min(1));
             spread = span / 2;
         }
-        if size >= 1 && period.silent && !period.stated {
+        if size >= 1
+            && !period.stated
+            && period.quiet_before_pushback() > span.mul_f64(TUNING.quiet_share)
+        {
+            // The origin was pushing back after a quiet spell, not while a
+            // burst met its limit: the few it admitted before say what the
+            // client asked, not what the origin admits. A floor to rise
+            // from, not a ceiling to queue behind.
+            self.mode = Mode::SlowStart {
+                rate: (f64::from(size) / batch_every(span).as_secs_f64()).max(TUNING.min_rate),
+            };
+        } else if size >= 1 && period.silent && !period.stated {
             // The server named no time: the hold was ours, and nothing tells
             // whether it refills a batch between two (a window, a bucket) or
             // counts what it admitted over a sliding span, denials included

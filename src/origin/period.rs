@@ -57,6 +57,14 @@ impl Period {
         self.first_pushback.get_or_insert(answered);
     }
 
+    /// How long the origin had answered no success when its first
+    /// pushback came: zero when the pushback came while its successes were
+    /// still being read (a burst's answers), long after a quiet spell.
+    pub(super) fn quiet_before_pushback(&self) -> Duration {
+        self.first_pushback
+            .map_or(Duration::ZERO, |p| p.saturating_sub(self.last_success))
+    }
+
     /// How long it sent before its first pushback (or until `gate`).
     pub(super) fn sending(&self, gate: Duration) -> Duration {
         self.first_pushback

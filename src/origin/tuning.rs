@@ -52,6 +52,16 @@ pub(crate) struct Tuning {
     /// Two stated resets less than this apart are the same window's
     /// (servers round their reset to whole seconds).
     pub(crate) same_window: Duration,
+    /// A period whose successes ended more than this share of the server's
+    /// period before its first pushback was quiet when it was pushed back:
+    /// what it admitted is a lower bound of the origin's rate, not a
+    /// ceiling (one success, then `Retry-After: 30`, is no limit of one
+    /// per 30 s: the queue would take an hour). Its pace starts slow and
+    /// rises (slow start) until a pushback measures it. A burst's answers
+    /// all come within a round trip; a client sending a tenth of the
+    /// period apart sent fewer than ten per period: little to learn from
+    /// either way.
+    pub(crate) quiet_share: f64,
     /// Longest measuring period before the gate first closes: what an
     /// origin admitted long ago says little about its limit now.
     pub(crate) epoch_max: Duration,
@@ -123,6 +133,7 @@ pub(crate) const TUNING: Tuning = Tuning {
     probe_gap_max: Duration::from_millis(50),
     zero_granularity: Duration::from_secs(1),
     same_window: Duration::from_millis(500),
+    quiet_share: 0.1,
     epoch_max: Duration::from_secs(60),
     origin_idle: Duration::from_secs(300),
     silent_hold: Duration::from_secs(1),

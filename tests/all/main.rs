@@ -25,6 +25,7 @@ mod ratelimit_quota;
 mod redis;
 mod reliability;
 mod review27_origin;
+mod review27_quiet;
 mod review27_stated;
 mod review27_task;
 mod review_defects;
