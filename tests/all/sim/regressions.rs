@@ -47,11 +47,11 @@ fn a_stated_reset_in_whole_seconds_is_not_anticipated_seed_97() {
     assert_seed(97);
 }
 
-/// GitHub-like (`x-ratelimit-reset` epoch seconds, `403` when spent, no
-/// `Date`): a task sent 290 ms before the reset a spent window stated.
+/// GitHub-like (`x-ratelimit-reset` epoch seconds, `403` when spent): a
+/// rejection by the spent quota gave its unit back, and its retry left
+/// 290 ms before the reset a success had stated.
 #[test]
-#[ignore = "still fails after the merge of the fixes: a stated reset anticipated (being fixed)"]
-fn an_epoch_reset_is_not_anticipated_seed_1461() {
+fn a_rejection_gives_back_no_unit_of_a_spent_quota_seed_1461() {
     assert_seed(1461);
 }
 
