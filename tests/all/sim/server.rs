@@ -403,9 +403,14 @@ impl OriginServer {
                     .push((self.when(base, at), true, "Retry-After (date)", None));
             }
         }
-        // Spent-quota statements on a refusal are pushbacks too.
-        for told in &mut answer.told {
-            told.1 = true;
+        // Spent-quota statements on a refusal are pushbacks too, unless it
+        // named a `Retry-After`: that is the server's time for the retry
+        // (it wins when valid), and the reset binds as a 200's would (under
+        // the proactive gate).
+        if form == RetryAfterForm::None {
+            for told in &mut answer.told {
+                told.1 = true;
+            }
         }
         answer
     }
