@@ -199,8 +199,11 @@ impl OriginState {
         // counts what it admits (GitHub's secondary limit spends nothing of
         // the primary quota), so the unit its admission spent comes back.
         // Where the server counted it after all, its next statement of the
-        // window, the smaller count, corrects this.
-        if self.quota.renews() {
+        // window, the smaller count, corrects this. A spent quota gets no
+        // unit back: it holds the origin until the reset the server stated
+        // (the rejection is likely that quota's own, GitHub's `403` with
+        // remaining 0), and a unit back would let a request leave before it.
+        if self.quota.renews() && self.quota.held_until(now).is_none() {
             self.quota.refund(now);
         }
         self.hold(cfg, now, answered, retry_at);

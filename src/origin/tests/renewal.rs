@@ -138,3 +138,36 @@ fn a_spent_quotas_hold_at_its_cap_lets_one_probe_go_paced_or_not() {
         assert_eq!(admitted_now(&mut o, cfg, ms(2010), 5), 1, "pace: {pace}");
     }
 }
+
+#[test]
+fn a_rejection_gives_back_no_unit_of_a_spent_quota() {
+    // GitHub's primary limit (seed 1461 of the simulation): 10 a window,
+    // spent by admissions, then stated spent until 1540 ms by a success;
+    // a request the spent quota rejected (its `403` with a `Retry-After`
+    // of 1 s) had its unit given back, and its retry left at 1260 ms,
+    // 280 ms before the stated reset.
+    let mut o = OriginState::new(ms(0));
+    o.observe(ON, ms(140), stated(8, ms(1400), 10, None, ms(20)));
+    assert_eq!(admitted_now(&mut o, ON, ms(141), 8), 8);
+    o.observe(
+        ON,
+        ms(250),
+        Outcome::Exhausted {
+            reset_in: ms(1290),
+            limit: Some(10),
+            window: None,
+            sent_ago: ms(60),
+            tokens: None,
+        },
+    );
+    o.observe(
+        ON,
+        ms(260),
+        Outcome::Pushback {
+            retry_in: Some(ms(1000)),
+        },
+    );
+    assert_eq!(o.gate_in(ms(1260)), Some(ms(280)));
+    assert_eq!(admitted_now(&mut o, ON, ms(1260), 1), 0);
+    assert_eq!(admitted_now(&mut o, ON, ms(1540), 1), 1);
+}

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::draw::Method;
 use super::run::{Ending, Run};
+use super::server::Told;
 
 /// Which rule a run broke.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -218,7 +219,10 @@ fn known_by(run: &Run, task: usize, by: Duration) -> bool {
 /// Nothing sent before a time the server named: by the task it was
 /// named to, after it received it; with the gate on, by any task to the
 /// origin once the store knows it. A time past `max_wait` holds the gate
-/// only that long (then one probe): not checked.
+/// only that long (then one probe): not checked. A fixed window's reset is
+/// one time, which the server rounds up in each answer: of the resets it
+/// named for the window in answers received before a send, the earliest
+/// is the server's time (each is at or after the real reset).
 fn early(run: &Run, out: &mut Vec<Violation>) {
     let policy = &run.scenario.policy;
     for told in &run.log.told {
@@ -230,7 +234,7 @@ fn early(run: &Run, out: &mut Vec<Violation>) {
             && known_by(run, told.task, told.received);
         let from = told.received + run.scenario.store.latency.saturating_mul(2);
         for s in &run.log.sent {
-            if s.origin != told.origin || s.at >= told.not_before {
+            if s.origin != told.origin || s.at >= named_by(run, told, s.at) {
                 continue;
             }
             let own = s.task == told.task
@@ -255,6 +259,23 @@ fn early(run: &Run, out: &mut Vec<Violation>) {
             }
         }
     }
+}
+
+/// The earliest time the server named for `told`'s reset in the answers
+/// received by `at`: its own, or another statement of the same fixed
+/// window.
+fn named_by(run: &Run, told: &Told, at: Duration) -> Duration {
+    let Some((limit, id)) = told.window else {
+        return told.not_before;
+    };
+    run.log
+        .window_told
+        .iter()
+        .filter(|w| {
+            w.origin == told.origin && w.limit == limit && w.window_id == id && w.received <= at
+        })
+        .map(|w| w.named)
+        .fold(told.not_before, Duration::min)
 }
 
 /// At most one attempt per key (and origin) in flight at a time.

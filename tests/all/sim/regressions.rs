@@ -40,18 +40,19 @@ fn an_extreme_declared_quota_does_not_panic_seed_922() {
 }
 
 /// express-rate-limit's draft-8 fixed window (5 a second, `t` in whole
-/// seconds): sent 2 ms before the reset a spent window stated.
+/// seconds): sent 2 ms before the reset the window's last answer stated,
+/// after the earlier one its first answer stated (the check had taken the
+/// last for the server's time; the earliest is).
 #[test]
-#[ignore = "still fails after the merge of the fixes: a stated reset anticipated (being fixed)"]
-fn a_stated_reset_in_whole_seconds_is_not_anticipated_seed_97() {
+fn the_earliest_reset_stated_for_a_window_is_the_servers_seed_97() {
     assert_seed(97);
 }
 
-/// GitHub-like (`x-ratelimit-reset` epoch seconds, `403` when spent, no
-/// `Date`): a task sent 290 ms before the reset a spent window stated.
+/// GitHub-like (`x-ratelimit-reset` epoch seconds, `403` when spent): a
+/// rejection by the spent quota gave its unit back, and its retry left
+/// 290 ms before the reset a success had stated.
 #[test]
-#[ignore = "still fails after the merge of the fixes: a stated reset anticipated (being fixed)"]
-fn an_epoch_reset_is_not_anticipated_seed_1461() {
+fn a_rejection_gives_back_no_unit_of_a_spent_quota_seed_1461() {
     assert_seed(1461);
 }
 

@@ -44,6 +44,8 @@ pub(crate) struct Told {
     /// an answer that admitted it.
     pub(crate) pushback: bool,
     pub(crate) what: &'static str,
+    /// The fixed window (limit, id) a spent quota's reset spoke of.
+    pub(crate) window: Option<(usize, u64)>,
 }
 
 /// What a fixed window stated remained of it, when the client received it.
@@ -53,6 +55,8 @@ pub(crate) struct WindowTold {
     pub(crate) limit: usize,
     pub(crate) window_id: u64,
     pub(crate) remaining: u64,
+    /// The window's reset as this answer named it (rounded up).
+    pub(crate) named: Duration,
     pub(crate) decided: Duration,
     pub(crate) received: Duration,
 }
@@ -163,7 +167,7 @@ fn go_duration(d: Duration) -> String {
 struct Answer {
     status: u16,
     headers: Vec<(&'static str, String)>,
-    told: Vec<(Duration, bool, &'static str)>,
+    told: Vec<(Duration, bool, &'static str, Option<(usize, u64)>)>,
     windows: Vec<WindowTold>,
 }
 
@@ -270,18 +274,23 @@ impl OriginServer {
                     (now + Duration::from_secs(secs), secs.to_string())
                 }
             };
-            if s.remaining == 0 {
-                answer.told.push((named, false, "a spent quota's reset"));
-            }
-            if matches!(
+            let fixed = matches!(
                 self.limiters[i].plan.shape,
                 super::draw::Shape::FixedWindow { .. }
-            ) {
+            );
+            if s.remaining == 0 {
+                let window = fixed.then_some((i, s.window_id));
+                answer
+                    .told
+                    .push((named, false, "a spent quota's reset", window));
+            }
+            if fixed {
                 answer.windows.push(WindowTold {
                     origin,
                     limit: i,
                     window_id: s.window_id,
                     remaining: s.remaining,
+                    named,
                     decided: now,
                     received: Duration::ZERO,
                 });
@@ -346,7 +355,7 @@ impl OriginServer {
                 let named = now + Duration::from_millis(ceil_millis(s.reset_in));
                 answer
                     .told
-                    .push((named, false, "a spent token quota's reset"));
+                    .push((named, false, "a spent token quota's reset", None));
             }
             answer
                 .headers
@@ -379,6 +388,7 @@ impl OriginServer {
                     now + Duration::from_secs(secs),
                     true,
                     "Retry-After (seconds)",
+                    None,
                 ));
             }
             RetryAfterForm::HttpDate => {
@@ -390,12 +400,17 @@ impl OriginServer {
                     .push(("retry-after", httpdate::fmt_http_date(at)));
                 answer
                     .told
-                    .push((self.when(base, at), true, "Retry-After (date)"));
+                    .push((self.when(base, at), true, "Retry-After (date)", None));
             }
         }
-        // Spent-quota statements on a refusal are pushbacks too.
-        for told in &mut answer.told {
-            told.1 = true;
+        // Spent-quota statements on a refusal are pushbacks too, unless it
+        // named a `Retry-After`: that is the server's time for the retry
+        // (it wins when valid), and the reset binds as a 200's would (under
+        // the proactive gate).
+        if form == RetryAfterForm::None {
+            for told in &mut answer.told {
+                told.1 = true;
+            }
         }
         answer
     }
@@ -462,15 +477,16 @@ impl Middleware for SimServer {
         let received = start.elapsed();
         {
             let mut log = self.log.lock().unwrap();
-            for (not_before, pushback, what) in &answer.told {
+            for &(not_before, pushback, what, window) in &answer.told {
                 log.told.push(Told {
                     task,
                     origin,
                     decided,
                     received,
-                    not_before: *not_before,
-                    pushback: *pushback,
+                    not_before,
+                    pushback,
                     what,
+                    window,
                 });
             }
             for w in &answer.windows {
