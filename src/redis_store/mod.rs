@@ -46,6 +46,7 @@ mod fallback;
 mod handle;
 mod heartbeat;
 mod leases;
+mod outage;
 mod primitive;
 mod release;
 mod scripts;
