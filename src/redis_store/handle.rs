@@ -25,6 +25,7 @@ use tokio::time::Instant;
 
 use super::FailMode;
 use super::connection::Connection;
+use super::outage::Outages;
 use super::scripts::{ACQUIRE, CAS, READ, REASSERT, RELEASE, RELEASE_ONE};
 use crate::store::{MemoryStore, StoreError};
 use crate::util::lock;
@@ -74,6 +75,11 @@ pub(super) struct Shared {
     /// success, a deposit) is applied to `local` as well, which admits
     /// meanwhile.
     pub(super) failing_open: AtomicBool,
+    /// The parts of Redis found not answering, skipped until a probe
+    /// reaches them (see `outage.rs`).
+    pub(super) outages: Outages,
+    /// Whether the task probing them runs.
+    pub(super) probing: AtomicBool,
     /// Whether a single-node connection reached a Redis Cluster node, once
     /// asked (by `connect`, or after the first answer of a lazy
     /// connection); `false` from the start on a cluster connection.
@@ -158,6 +164,8 @@ impl Redis {
                 heartbeat: AtomicBool::new(false),
                 fallbacks: AtomicU64::new(0),
                 failing_open: AtomicBool::new(false),
+                outages: Outages::default(),
+                probing: AtomicBool::new(false),
                 cluster,
                 read: Script::new(READ),
                 cas: Script::new(CAS),

@@ -160,7 +160,7 @@ impl Redis {
         let mut time = self.shared.read.prepare_invoke();
         time.key(first);
         let Ok(reply) = self
-            .round_trip(time.invoke_async::<Vec<Value>>(&mut conn))
+            .attempt(first, time.invoke_async::<Vec<Value>>(&mut conn))
             .await
         else {
             return lost_total;
@@ -195,7 +195,7 @@ impl Redis {
                 continue;
             }
             let reply: Result<Vec<Value>, _> =
-                self.round_trip(invoke.invoke_async(&mut conn)).await;
+                self.attempt(first, invoke.invoke_async(&mut conn)).await;
             let Ok(reply) = reply else {
                 return lost_total;
             };

@@ -70,7 +70,7 @@ impl Redis {
                     .arg("PX")
                     .arg(left);
                 break self
-                    .round_trip(set.query_async::<Option<String>>(&mut conn))
+                    .round_trip(&redis_key, set.query_async::<Option<String>>(&mut conn))
                     .await
                     .map(|set| i64::from(set.is_some()));
             }
@@ -82,7 +82,7 @@ impl Redis {
                 .arg(stale.map_or_else(String::new, |t| t.to_string()))
                 .arg(grace);
             match self
-                .round_trip(acquire.invoke_async::<i64>(&mut conn))
+                .round_trip(&redis_key, acquire.invoke_async::<i64>(&mut conn))
                 .await
             {
                 // Redis started less than the restart grace ago: wait for

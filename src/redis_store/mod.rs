@@ -35,7 +35,13 @@
 //! [`FailMode`] decides: fail open to this process's local state (the
 //! default, with a `warn` event), or fail closed with
 //! [`Error::Store`](crate::Error::Store) (`store_unavailable`) before
-//! anything is sent.
+//! anything is sent. Only the first round trip waits to find Redis away
+//! (on a Redis Cluster, the first on each slot): from then on operations
+//! skip it and the fail mode applies at once, as fast as the in-memory
+//! store, while one background probe asks Redis again after 100 ms, then
+//! at an interval doubled up to 1 s; its first answer (or the heartbeat's,
+//! which re-asserts the held leases all along) ends the outage, and
+//! operations go to Redis again.
 //!
 //! What it does not promise (a step of Redis's clock, a failover to a
 //! replica), and how it runs on a Redis Cluster, is in [`RedisStore`]'s
@@ -46,6 +52,7 @@ mod fallback;
 mod handle;
 mod heartbeat;
 mod leases;
+mod outage;
 mod primitive;
 mod release;
 mod scripts;
@@ -338,7 +345,10 @@ impl RedisStore {
     }
 
     /// The longest one round trip to Redis may take before it counts as a
-    /// failure (default 500 ms).
+    /// failure (default 500 ms). After such a failure, operations skip
+    /// Redis (the [`FailMode`] applies at once) until a background probe,
+    /// sent after 100 ms, then at an interval doubled up to 1 s, gets an
+    /// answer.
     #[must_use]
     pub fn op_timeout(mut self, timeout: Duration) -> Self {
         self.updates.inner_mut().op_timeout = timeout;

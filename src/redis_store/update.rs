@@ -11,6 +11,7 @@ use redis::Value;
 use tokio::time::Instant;
 
 use super::handle::prefix_refused;
+use super::outage::skipped;
 use super::scripts::parse_time_and_value;
 use super::{CAS_ROUNDS, FailMode, Redis, cluster_refused, millis, unavailable};
 
@@ -20,11 +21,30 @@ pub(super) const UPDATE_ROUND_TRIPS: u32 = 4;
 use crate::store::StoreError;
 
 impl Redis {
-    /// One round trip, bounded by `op_timeout`. Refused on a Redis Cluster
-    /// node: the first answer from the server (a reply or a server's error)
-    /// is followed by asking it whether it is one, once.
+    /// One round trip on `key`, bounded by `op_timeout`; failed at once,
+    /// unsent, while Redis (on a cluster, `key`'s slot) is known away (see
+    /// `outage.rs`). Refused on a Redis Cluster node: the first answer from
+    /// the server (a reply or a server's error) is followed by asking it
+    /// whether it is one, once.
     pub(super) async fn round_trip<T>(
         &self,
+        key: &str,
+        op: impl Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, StoreError> {
+        self.refuse_cluster()?;
+        if self.known_away(key) {
+            return Err(skipped());
+        }
+        self.attempt(key, op).await
+    }
+
+    /// [`round_trip`](Self::round_trip), sent even while Redis is known
+    /// away: for the heartbeat, whose re-assertions must not wait for the
+    /// probe (a Redis restarted empty needs the leases back within its
+    /// restart grace). Its answer, or its lack of one, counts all the same.
+    pub(super) async fn attempt<T>(
+        &self,
+        key: &str,
         op: impl Future<Output = redis::RedisResult<T>>,
     ) -> Result<T, StoreError> {
         self.refuse_cluster()?;
@@ -36,6 +56,9 @@ impl Redis {
         };
         if answered {
             self.shared.failing_open.store(false, Ordering::Relaxed);
+            self.answered(key);
+        } else {
+            self.not_answered(key);
         }
         if answered && self.shared.cluster.get().is_none() {
             self.check_cluster().await?;
@@ -171,7 +194,7 @@ impl Redis {
         let mut read = self.shared.read.prepare_invoke();
         read.key(key);
         let mut sent = Instant::now();
-        let reply: Vec<Value> = self.round_trip(read.invoke_async(&mut conn)).await?;
+        let reply: Vec<Value> = self.round_trip(key, read.invoke_async(&mut conn)).await?;
         let (mut now, mut current) = parse_time_and_value(&reply, 0)?;
         // Read-only answers need no lock; writes from this process go one
         // at a time, so only other processes can race them.
@@ -193,7 +216,7 @@ impl Redis {
                         // the compare-and-set and back off.
                         sent = Instant::now();
                         let reply: Vec<Value> =
-                            self.round_trip(read.invoke_async(&mut conn)).await?;
+                            self.round_trip(key, read.invoke_async(&mut conn)).await?;
                         (now, current) = parse_time_and_value(&reply, 0)?;
                         continue;
                     }
@@ -205,7 +228,7 @@ impl Redis {
                 .arg(encode(new))
                 .arg(millis(keep));
             sent = Instant::now();
-            let reply: Vec<Value> = self.round_trip(cas.invoke_async(&mut conn)).await?;
+            let reply: Vec<Value> = self.round_trip(key, cas.invoke_async(&mut conn)).await?;
             if matches!(reply.first(), Some(Value::Int(1))) {
                 return Ok(out);
             }
@@ -221,7 +244,7 @@ impl Redis {
 
 /// Whether `e` is an answer from the server (an error reply), not a
 /// failure to reach it.
-fn server_replied(e: &redis::RedisError) -> bool {
+pub(super) fn server_replied(e: &redis::RedisError) -> bool {
     matches!(
         e.kind(),
         redis::ErrorKind::Server(_) | redis::ErrorKind::Extension

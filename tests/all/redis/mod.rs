@@ -16,6 +16,7 @@ pub(crate) mod redis_cluster;
 pub(crate) mod delay_proxy;
 
 mod cluster;
+mod fail_open_fast;
 mod faults;
 mod gate;
 mod keys;
