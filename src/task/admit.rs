@@ -107,13 +107,17 @@ impl<'a, S: Store> Task<'a, S> {
             if on_fallback {
                 self.local_state(&self.origin, "admission", 0, true);
             }
+            // When the store answered: its waits count from then, never
+            // from when it was asked (on a store whose calls take a round
+            // trip, the time it names may count from any moment between).
             let admitted = || if at_once { asked } else { Instant::now() };
             // No wait ends after this: the deadline less the send reserve,
             // or the wait budgets (the store's waits are within it, from
             // when it was asked).
             let by = asked.checked_add(limit.latest);
             // A queue ahead may be a declared quota's, which the task waits
-            // for as its deadline allows (never past it).
+            // for as its deadline allows (never past it). No wait that ends
+            // later is begun: the origin cannot take the task in time.
             let by_declared = asked.checked_add(limit.declared);
             // A task pushed back with no time goes to the back: it waits at
             // the gate a little longer than the tasks there, so the next
@@ -131,14 +135,7 @@ impl<'a, S: Store> Task<'a, S> {
                     return Ok(admitted());
                 }
                 Admission::Refused { free_in } => {
-                    // Never earlier than the server's time, and a caller who
-                    // reschedules then does not rejoin the same queue.
-                    let retry_at: Option<SystemTime> = crate::util::wall_now().checked_add(free_in);
-                    self.retry_at = self.retry_at.max(retry_at);
-                    return Err(Halt::Refused {
-                        reason: limit.reason,
-                        retry_at,
-                    });
+                    return Err(self.refused(limit.reason, free_in));
                 }
                 Admission::QuotaHeld(d) => {
                     self.gate_closed(&self.origin, d);
@@ -202,6 +199,10 @@ impl<'a, S: Store> Task<'a, S> {
                         on_fallback,
                     };
                     let permit = self.permit.take().with_slot(&self.origin, slot);
+                    if ends_past(admitted(), d, by_declared) {
+                        // The slot goes back with the permit.
+                        return Err(self.refused(StopReason::DeadlineExhausted, d));
+                    }
                     self.waiting(None, WaitReason::Pace, d);
                     let slept = Instant::now();
                     let sleep = Box::pin(tokio::time::sleep(d));
@@ -226,6 +227,10 @@ impl<'a, S: Store> Task<'a, S> {
                     continue;
                 }
             };
+            if ends_past(admitted(), wait, by_declared) {
+                self.end_wait(false);
+                return Err(self.refused(StopReason::DeadlineExhausted, wait));
+            }
             // Measured from after the store's answer, never early.
             let slept = Instant::now();
             let sleep = Box::pin(tokio::time::sleep(wait));
@@ -234,6 +239,26 @@ impl<'a, S: Store> Task<'a, S> {
             self.state.add_wait(slept.elapsed());
         }
     }
+}
+
+impl<S: Store> Task<'_, S> {
+    /// The origin cannot take the task within `reason`'s limit: it can in
+    /// `free_in`, which the caller is told (never earlier than the
+    /// server's time, and a caller who reschedules then does not rejoin
+    /// the same queue).
+    fn refused(&mut self, reason: StopReason, free_in: Duration) -> Halt {
+        let retry_at: Option<SystemTime> = crate::util::wall_now().checked_add(free_in);
+        self.retry_at = self.retry_at.max(retry_at);
+        Halt::Refused { reason, retry_at }
+    }
+}
+
+/// Whether a wait of `d` from `from` ends past `by` (`None`: beyond any
+/// clock). A store whose calls take a round trip admits a wait within the
+/// limit from its own time, read on the way; counted from its answer, as
+/// it must be, the wait can end up to a round trip later.
+fn ends_past(from: Instant, d: Duration, by: Option<Instant>) -> bool {
+    by.is_some_and(|by| from.checked_add(d).is_none_or(|end| end > by))
 }
 
 /// A wait of `wanted` from now, trimmed to end by `by` (`None`: beyond any

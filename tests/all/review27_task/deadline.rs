@@ -3,8 +3,11 @@
 //! waits only as long as the deadline allows, and retries when the gate
 //! reopens.
 
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
+use reqwest_backpressure::{Deadline, Error, MemoryStore, RetryAfterMiddleware};
+
+use super::delayed::Delayed;
 use crate::common::{client, exact, ok, report, scripted, status, stop_code};
 use crate::offline::{URL, offline};
 
@@ -98,4 +101,63 @@ async fn a_last_attempt_waits_behind_the_queue_only_as_the_deadline_allows() {
         "the retry left at {:?}",
         seen[1]
     );
+}
+
+/// Behind a store whose calls take a round trip (250 ms each way), a task
+/// told the gate is closed for a while from the store's time (within its
+/// deadline less the send reserve, as the store saw it) would wait that
+/// long from the answer, a leg later: past its deadline. It stops at once
+/// instead, unsent, and is told when the gate reopens (never earlier than
+/// the server's time). Before, it slept to 2 s and returned
+/// `deadline_exhausted` 200 ms past its 1.8 s deadline (the simulation's
+/// seed 35).
+#[tokio::test(start_paused = true)]
+async fn a_gate_wait_that_a_round_trip_pushes_past_the_deadline_is_not_begun() {
+    let store = Delayed {
+        inner: MemoryStore::new(),
+        delay: Duration::from_millis(250),
+        budget_delay: Duration::ZERO,
+    };
+    let policy = exact().first_contact(Duration::ZERO);
+    let middleware = RetryAfterMiddleware::try_with_store(policy, store).expect("valid policy");
+    let (client, arrivals) = offline(middleware, |i| if i == 0 { 429 } else { 200 });
+    let start = tokio::time::Instant::now();
+    // A: admitted at 0.5 s, pushed back with no time; the gate's hold is
+    // recorded at 0.75 s.
+    let a = tokio::spawn(client.get(URL).send());
+    arrivals.wait_for(1).await;
+    // B asks at 1 s; the store sees the gate closed (at 1.25 s, for
+    // 0.5 s): within B's 1.8 s deadline less the reserve from then, but
+    // the answer comes at 1.5 s.
+    tokio::time::sleep_until(start + Duration::from_secs(1)).await;
+    let deadline = start + Duration::from_millis(1800);
+    let b = client
+        .get(URL)
+        .with_extension(Deadline::at(deadline))
+        .send();
+    let b = b.await;
+    let ended = tokio::time::Instant::now();
+    let told = SystemTime::now();
+
+    assert!(
+        ended <= deadline,
+        "B ended {:?} past its deadline",
+        ended - deadline
+    );
+    assert_eq!(arrivals.len(), 1, "B was sent");
+    let error = b.expect_err("B stopped unsent");
+    let ours = match &error {
+        reqwest_middleware::Error::Middleware(e) => e.downcast_ref::<Error>(),
+        reqwest_middleware::Error::Reqwest(_) => None,
+    };
+    let ours = ours.expect("the middleware's error");
+    assert_eq!(ours.code(), "origin_gate_closed");
+    // Told to come back when the gate reopens (1.75 s), not before.
+    let back_in = ours
+        .retry_at()
+        .and_then(|at| at.duration_since(told).ok())
+        .unwrap_or_default();
+    let reopens = start + Duration::from_millis(1750) - ended;
+    assert!(back_in >= reopens, "told to come back in {back_in:?}");
+    a.abort();
 }

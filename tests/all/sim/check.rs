@@ -280,7 +280,9 @@ fn named_by(run: &Run, told: &Told, at: Duration) -> Duration {
 
 /// At most one attempt per key (and origin) in flight at a time.
 fn one_per_key(run: &Run, out: &mut Vec<Violation>) {
-    let mut by_key: BTreeMap<(usize, &str), Vec<(Duration, Duration, usize)>> = BTreeMap::new();
+    // (origin, key) -> (sent, done, task) of each attempt.
+    type Attempts<'a> = BTreeMap<(usize, &'a str), Vec<(Duration, Duration, usize)>>;
+    let mut by_key: Attempts<'_> = BTreeMap::new();
     for s in &run.log.sent {
         if let Some(key) = &run.scenario.tasks[s.task].key {
             let done = s.done.unwrap_or(Duration::MAX);

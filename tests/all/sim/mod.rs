@@ -10,6 +10,9 @@
 //! more (`SIM_FROM` moves the first), `SIM_SEED=<n>` exactly one. A
 //! failing seed prints itself and is pinned in `regressions.rs`.
 //!
+//! A run that takes more than 30 s of real time (`SIM_WATCHDOG_SECS`)
+//! fails its seed: see `watchdog.rs`.
+//!
 //! `draw.rs` is what a seed draws, `server.rs` and `limits.rs` the
 //! server, `store.rs` the faulty store, `run.rs` one run, `check.rs` and
 //! `check_quota.rs` the rules.
@@ -22,6 +25,7 @@ mod regressions;
 mod run;
 mod server;
 mod store;
+mod watchdog;
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -80,9 +84,22 @@ fn open_defect(sc: &draw::Scenario, v: &Violation) -> Option<u8> {
 pub(crate) fn failures(seed: u64) -> Vec<Violation> {
     match run::run(seed) {
         Ok(run) => check::check(&run),
-        Err(panic) => vec![check::violation(
+        Err(run::Failed::Panicked(panic)) => vec![check::violation(
             Check::Panic,
             format!("the run panicked: {panic}"),
+        )],
+        Err(run::Failed::Stalled(stalled)) => vec![check::violation(
+            Check::Hung,
+            format!(
+                "the run took more than {:?} of real time (a livelock: the paused clock stood \
+                 still){}",
+                stalled.after,
+                if stalled.stopped {
+                    ""
+                } else {
+                    "; its thread still spins"
+                }
+            ),
         )],
     }
 }

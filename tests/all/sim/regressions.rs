@@ -26,9 +26,9 @@ fn every_declared_quota_binds_seed_95() {
 }
 
 /// Tasks returned `deadline_exhausted` after their deadline (here behind a
-/// store answering in up to 250 ms each way).
+/// store answering in up to 250 ms each way): a gate's wait, counted from
+/// the store's answer, ended past it.
 #[test]
-#[ignore = "still fails after the merge of the fixes: a wait ends past the deadline (being fixed)"]
 fn no_wait_ends_past_the_deadline_seed_35() {
     assert_seed(35);
 }

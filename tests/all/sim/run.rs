@@ -1,7 +1,8 @@
 //! One run: a seed's scenario on its own current-thread runtime under
 //! tokio's paused clock, the crate's wall clock following it, every task
 //! spawned at its arrival and dropped at its drawn cancellation; then
-//! what each task ended with and what the store still holds.
+//! what each task ended with and what the store still holds. Each run has
+//! a thread of its own, under a watchdog of real time (`watchdog.rs`).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -13,11 +14,13 @@ use reqwest_backpressure::{
     RetryAfterMiddleware, RetryReport, Store,
 };
 use reqwest_middleware::ClientBuilder;
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::draw::{Family, Method, Scenario, scenario};
 use super::server::{Log, SimServer};
 use super::store::FaultyStore;
+use super::watchdog::{self, Stalled, watched};
 
 /// How a task ended.
 #[derive(Debug, Clone)]
@@ -36,13 +39,16 @@ pub(crate) enum Ending {
     Panicked,
 }
 
+/// When each task ended and how, by task; `None`: it never did.
+pub(crate) type Endings = Vec<Option<(Duration, Ending)>>;
+
 /// Everything a run leaves to check.
 #[derive(Debug)]
 pub(crate) struct Run {
     pub(crate) scenario: Scenario,
     pub(crate) log: Log,
     /// When each task ended and how; `None`: it never did (a hang).
-    pub(crate) ended: Vec<Option<(Duration, Ending)>>,
+    pub(crate) ended: Endings,
     /// Each task's deadline on the simulation's clock.
     pub(crate) deadlines: Vec<Duration>,
     /// When the last task ended.
@@ -99,8 +105,27 @@ pub(crate) fn policy(sc: &Scenario) -> Policy {
     policy
 }
 
-/// Runs `seed`; `Err` with the panic's message if the run itself panicked.
-pub(crate) fn run(seed: u64) -> Result<Run, String> {
+/// Why a run gave no [`Run`].
+#[derive(Debug, Clone)]
+pub(crate) enum Failed {
+    /// The run itself panicked: the panic's message.
+    Panicked(String),
+    /// It ran past the watchdog's limit of real time (see `watchdog.rs`).
+    Stalled(Stalled),
+}
+
+/// Runs `seed` on a thread of its own, under the watchdog.
+pub(crate) fn run(seed: u64) -> Result<Run, Failed> {
+    let name = format!("sim-seed-{seed}");
+    match watched(name, watchdog::limit(), move |told| run_here(seed, told)) {
+        Ok(run) => run.map_err(Failed::Panicked),
+        Err(stalled) => Err(Failed::Stalled(stalled)),
+    }
+}
+
+/// Runs `seed` on this thread, until told to give up (`None`); `Err` with
+/// the panic's message if the run itself panicked.
+fn run_here(seed: u64, told: oneshot::Receiver<()>) -> Option<Result<Run, String>> {
     let sc = scenario(seed);
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -109,18 +134,27 @@ pub(crate) fn run(seed: u64) -> Result<Run, String> {
             .build()
             .unwrap();
         fastrand::seed(seed);
-        let run = runtime.block_on(run_on(seed, sc));
+        let run = runtime.block_on(async move {
+            tokio::select! {
+                biased;
+                _ = told => None,
+                run = run_on(seed, sc) => Some(run),
+            }
+        });
         reqwest_backpressure::__sim::stop_following();
         run
     }));
-    outcome.map_err(|panic| {
-        reqwest_backpressure::__sim::stop_following();
-        panic
-            .downcast_ref::<String>()
-            .cloned()
-            .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-            .unwrap_or_default()
-    })
+    match outcome {
+        Ok(run) => run.map(Ok),
+        Err(panic) => {
+            reqwest_backpressure::__sim::stop_following();
+            Some(Err(panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_default()))
+        }
+    }
 }
 
 async fn run_on(seed: u64, sc: Scenario) -> Run {
@@ -194,14 +228,13 @@ async fn tasks<S: Store + Clone>(
     server: SimServer,
     store: S,
     (start, base): (Instant, SystemTime),
-) -> Vec<Option<(Duration, Ending)>> {
+) -> Endings {
     let middleware = RetryAfterMiddleware::with_store(policy(sc), store);
     let client = ClientBuilder::new(reqwest::Client::new())
         .with(middleware)
         .with(server)
         .build();
-    let ended: Arc<Mutex<Vec<Option<(Duration, Ending)>>>> =
-        Arc::new(Mutex::new(vec![None; sc.tasks.len()]));
+    let ended: Arc<Mutex<Endings>> = Arc::new(Mutex::new(vec![None; sc.tasks.len()]));
     let mut handles = Vec::new();
     let mut bound = Duration::ZERO;
     for (i, t) in sc.tasks.iter().enumerate() {
@@ -262,8 +295,7 @@ async fn tasks<S: Store + Clone>(
             Err(_) => abort.abort(),
         }
     }
-    let ended = ended.lock().unwrap().clone();
-    ended
+    ended.lock().unwrap().clone()
 }
 
 fn error_ending(e: &reqwest_middleware::Error, base: SystemTime) -> Ending {

@@ -149,7 +149,7 @@ fn ceil_secs(d: Duration) -> u64 {
 
 fn ceil_millis(d: Duration) -> u64 {
     let ms = d.as_millis();
-    u64::try_from(ms + u128::from(d.as_nanos() % 1_000_000 > 0)).unwrap_or(u64::MAX)
+    u64::try_from(ms + u128::from(!d.as_nanos().is_multiple_of(1_000_000))).unwrap_or(u64::MAX)
 }
 
 fn go_duration(d: Duration) -> String {
@@ -199,11 +199,11 @@ impl OriginServer {
         let mut refused_by = None;
         for (i, limiter) in self.limiters.iter_mut().enumerate() {
             let n = if limiter.plan.units { cost.max(1) } else { 1 };
-            if let Err(w) = limiter.check(now, n) {
-                if wait.is_none_or(|x| w > x) {
-                    wait = Some(w);
-                    refused_by = Some(i);
-                }
+            if let Err(w) = limiter.check(now, n)
+                && wait.is_none_or(|x| w > x)
+            {
+                wait = Some(w);
+                refused_by = Some(i);
             }
         }
         if wait.is_none() {
