@@ -163,11 +163,15 @@ fn go_duration(d: Duration) -> String {
     }
 }
 
+/// A time an answer names: not before when, whether it is a pushback's,
+/// what named it, and the fixed window it is the reset of (limit, window).
+type Named = (Duration, bool, &'static str, Option<(usize, u64)>);
+
 /// The answer a decision makes: status, headers, and the times it names.
 struct Answer {
     status: u16,
     headers: Vec<(&'static str, String)>,
-    told: Vec<(Duration, bool, &'static str, Option<(usize, u64)>)>,
+    told: Vec<Named>,
     windows: Vec<WindowTold>,
 }
 
