@@ -244,6 +244,13 @@ impl Quota {
     /// An answer to a request sent at `sent` said the quota is exhausted
     /// until `at` (already capped at the gate's cap): spent until then,
     /// unless it is an earlier window's answer. Whether it applied.
+    ///
+    /// A reset earlier than the one known, in an answer to a request sent
+    /// since the window opened, is no earlier window's: a bucket states the
+    /// time until it is full while units remain, and the time until the
+    /// next unit once spent. It is the server's time for the next request.
+    /// Answers to requests sent before this one are older news: a count
+    /// left in them was spent since.
     pub(super) fn on_exhausted(&mut self, sent: Duration, at: Duration) -> bool {
         if sent < self.opened {
             return false;
@@ -251,14 +258,13 @@ impl Quota {
         if std::mem::take(&mut self.guessed) {
             // The renewed window's first statement replaces the guess.
             self.until = at;
-            self.left = 0;
-            true
         } else if at >= self.until || at.abs_diff(self.until) < TUNING.same_window {
             self.until = self.until.max(at);
-            self.left = 0;
-            true
         } else {
-            false
+            self.until = at;
         }
+        self.opened = self.opened.max(sent);
+        self.left = 0;
+        true
     }
 }

@@ -1,0 +1,71 @@
+//! A bucket's statements, with fixed times: while units remain its reset
+//! is the time until it is full again; when spent, the time until the
+//! next unit is back, earlier than a reset stated before.
+
+use super::*;
+
+/// A success stating `remaining` of `limit`, its reset `reset_in` from the
+/// answer (no window stated), to a request sent `sent_ago` before.
+fn stated(remaining: u64, reset_in: Duration, limit: u64, sent_ago: Duration) -> Outcome {
+    Outcome::Quota {
+        remaining,
+        reset_in,
+        limit: Some(limit),
+        window: None,
+        sent_ago,
+        tokens: None,
+    }
+}
+
+/// A success stating the quota spent until `reset_in` from the answer.
+fn exhausted(reset_in: Duration, limit: u64, sent_ago: Duration) -> Outcome {
+    Outcome::Exhausted {
+        reset_in,
+        limit: Some(limit),
+        window: None,
+        sent_ago,
+        tokens: None,
+    }
+}
+
+fn admitted_now(o: &mut OriginState, now: Duration, n: usize) -> usize {
+    (0..n)
+        .filter(|_| matches!(o.admit(ON, now, LONG), Admission::Now | Admission::Reopened))
+        .count()
+}
+
+#[test]
+fn a_spent_buckets_earlier_reset_holds_the_origin_until_then() {
+    // GitHub-like GCRA, a burst of 3 then one every 2 s (simulation seed
+    // 1395): the first answer states 2 left, full at 2105 ms; the second
+    // 1 left, full at 4105 ms; the third spent, one unit back at 2105 ms.
+    // The spent answer's reset is earlier than the one stated before: it
+    // was dropped as an earlier window's, one unit was still counted, and a
+    // request left at 105 ms, 2 s before the server's time.
+    let mut o = OriginState::new(ms(0));
+    assert_eq!(admitted_now(&mut o, ms(6), 1), 1);
+    o.observe(ON, ms(17), stated(2, ms(2088), 3, ms(11)));
+    assert_eq!(admitted_now(&mut o, ms(29), 1), 1);
+    assert_eq!(admitted_now(&mut o, ms(40), 1), 1);
+    o.observe(ON, ms(41), stated(1, ms(4064), 3, ms(12)));
+    o.observe(ON, ms(50), exhausted(ms(2055), 3, ms(10)));
+    assert_eq!(admitted_now(&mut o, ms(105), 1), 0);
+    assert_eq!(o.gate_in(ms(105)), Some(ms(2000)));
+    assert_eq!(admitted_now(&mut o, ms(2104), 1), 0);
+    assert!(admitted_now(&mut o, ms(2105), 1) == 1);
+}
+
+#[test]
+fn an_answer_sent_before_a_spent_buckets_answer_does_not_undo_it() {
+    // The same statements, the spent one first: the answer to the request
+    // sent before it, which still saw a unit left, arrives late.
+    let mut o = OriginState::new(ms(0));
+    assert_eq!(admitted_now(&mut o, ms(6), 1), 1);
+    o.observe(ON, ms(17), stated(2, ms(2088), 3, ms(11)));
+    assert_eq!(admitted_now(&mut o, ms(29), 1), 1);
+    assert_eq!(admitted_now(&mut o, ms(40), 1), 1);
+    o.observe(ON, ms(50), exhausted(ms(2055), 3, ms(10)));
+    o.observe(ON, ms(60), stated(1, ms(4045), 3, ms(31)));
+    assert_eq!(admitted_now(&mut o, ms(105), 1), 0);
+    assert_eq!(o.gate_in(ms(105)), Some(ms(2000)));
+}
