@@ -51,6 +51,11 @@ pub(super) struct Quota {
     /// answer of the current window has stated yet: the first that does
     /// replaces it.
     pub(super) guessed: bool,
+    /// Whether an answer stated the quota spent until
+    /// [`until`](Self::until): a unit an admission spent before comes back
+    /// to no one (the server's count holds none for it), or a request would
+    /// leave before the server's reset.
+    pub(super) stated_spent: bool,
 }
 
 /// The size of a stated quota: how many per window, and the window when
@@ -109,6 +114,7 @@ impl Quota {
         self.left = self.limit;
         self.announced = false;
         self.guessed = true;
+        self.stated_spent = false;
     }
 
     /// Until when a spent quota holds the origin, if it does at `now`: its
@@ -172,9 +178,10 @@ impl Quota {
     /// A unit spent by a task that did not send comes back (within the
     /// window it was spent in; a later statement corrects the count), never
     /// beyond the quota's size when it is known: a unit spent in a window
-    /// before a renewal is not the new window's to give.
+    /// before a renewal is not the new window's to give. Nor to a quota an
+    /// answer stated spent: the server counted nothing for it.
     pub(super) fn refund(&mut self, now: Duration) {
-        if self.until > now {
+        if self.until > now && !self.stated_spent {
             self.left = self.left.saturating_add(1);
             if self.limit > 0 {
                 self.left = self.left.min(self.limit);
@@ -216,17 +223,20 @@ impl Quota {
             self.guessed = false;
             self.left = self.left.min(remaining);
             self.until = until;
+            self.stated_spent = remaining == 0;
             return self.left == 0;
         }
         let same_window = self.same_window(now, until);
         if same_window {
             self.left = self.left.min(remaining);
             self.until = self.until.min(until);
+            self.stated_spent |= remaining == 0;
         } else if until > self.until {
             self.left = remaining;
             self.until = until;
             self.opened = sent;
             self.guessed = false;
+            self.stated_spent = remaining == 0;
         }
         self.left == 0 && (left > 0 || !same_window)
     }
@@ -265,6 +275,7 @@ impl Quota {
         }
         self.opened = self.opened.max(sent);
         self.left = 0;
+        self.stated_spent = true;
         true
     }
 }

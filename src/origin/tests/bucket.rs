@@ -69,3 +69,51 @@ fn an_answer_sent_before_a_spent_buckets_answer_does_not_undo_it() {
     assert_eq!(admitted_now(&mut o, ms(105), 1), 0);
     assert_eq!(o.gate_in(ms(105)), Some(ms(2000)));
 }
+
+#[test]
+fn a_quota_stated_spent_gets_no_unit_back_from_a_request_not_sent() {
+    // A GCRA of 5, one back every 12 s, stated as 5 per 60 s (simulation
+    // seed 905): the renewed window's first answer states it spent for
+    // 11 s; a task admitted before that answer then stops without
+    // sending. Its unit came back, and the next request left 570 ms
+    // after the answer, 10.4 s before the server's time.
+    let window = Some(ms(60_000));
+    let mut o = OriginState::new(ms(0));
+    o.observe(
+        ON,
+        ms(10),
+        Outcome::Quota {
+            remaining: 1,
+            reset_in: ms(1000),
+            limit: Some(5),
+            window,
+            sent_ago: ms(5),
+            tokens: None,
+        },
+    );
+    assert_eq!(admitted_now(&mut o, ms(20), 1), 1);
+    // Renewed at 1010 ms (guessed until 61 s): two tasks leave at once.
+    assert_eq!(admitted_now(&mut o, ms(1010), 2), 2);
+    o.observe(
+        ON,
+        ms(1013),
+        Outcome::Exhausted {
+            reset_in: ms(11_000),
+            limit: Some(5),
+            window,
+            sent_ago: ms(3),
+            tokens: None,
+        },
+    );
+    // The second never sent: it gives back what it reserved.
+    let unsent = Reservation {
+        slot: ms(1010),
+        quota: true,
+        cost: 0,
+        queue: o.pace.queue,
+    };
+    o.release(ms(1015), unsent);
+    assert_eq!(admitted_now(&mut o, ms(1580), 1), 0);
+    assert_eq!(o.gate_in(ms(1580)), Some(ms(10_433)));
+    assert_eq!(OriginState::decode(&o.encode()), Some(o));
+}
