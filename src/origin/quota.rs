@@ -241,6 +241,17 @@ impl Quota {
         self.left == 0 && (left > 0 || !same_window)
     }
 
+    /// Whether an answer to a request sent at `sent` that states the reset
+    /// `at` speaks of an earlier window: its request left before the
+    /// current window opened, and it states another reset than the current
+    /// window's. Answers to requests that left at nearly the same time may
+    /// be applied in another order than they left (a shared store applies
+    /// each after its own round trip): one stating the current window's
+    /// reset is of that window.
+    pub(super) fn earlier_window(&self, sent: Duration, at: Duration) -> bool {
+        sent < self.opened && (self.guessed || at.abs_diff(self.until) >= TUNING.same_window)
+    }
+
     /// Of two answers stating the same window's reset, the earlier bounds
     /// it more closely: `reset`, or the known reset when that is earlier.
     pub(super) fn closest_reset(&self, now: Duration, reset: Duration) -> Duration {
@@ -262,7 +273,7 @@ impl Quota {
     /// Answers to requests sent before this one are older news: a count
     /// left in them was spent since.
     pub(super) fn on_exhausted(&mut self, sent: Duration, at: Duration) -> bool {
-        if sent < self.opened {
+        if self.earlier_window(sent, at) {
             return false;
         }
         if std::mem::take(&mut self.guessed) {

@@ -4,7 +4,6 @@
 use super::pace::Mode;
 use super::*;
 
-mod bucket;
 mod declared;
 mod gate;
 mod known;
@@ -13,6 +12,7 @@ mod quiet;
 mod quota;
 mod renewal;
 mod slots;
+mod spent;
 mod status;
 
 const ON: PacingConfig = PacingConfig::DEFAULT;

@@ -1,6 +1,7 @@
-//! A bucket's statements, with fixed times: while units remain its reset
-//! is the time until it is full again; when spent, the time until the
-//! next unit is back, earlier than a reset stated before.
+//! A quota an answer states spent, with fixed times: the spent answer's
+//! reset holds the origin though earlier than one stated before (a
+//! bucket's next unit), no unit comes back to it, and it holds when
+//! applied after the answer to a request that left later.
 
 use super::*;
 
@@ -116,4 +117,25 @@ fn a_quota_stated_spent_gets_no_unit_back_from_a_request_not_sent() {
     assert_eq!(admitted_now(&mut o, ms(1580), 1), 0);
     assert_eq!(o.gate_in(ms(1580)), Some(ms(10_433)));
     assert_eq!(OriginState::decode(&o.encode()), Some(o));
+}
+
+#[test]
+fn a_spent_answer_applied_after_a_later_sent_one_of_its_window_holds() {
+    // GitHub-like, 10 a window (simulation seed 1834): a burst's answers
+    // reach a shared store each after its own round trip, not in the
+    // order their requests left. The first applied states a new window
+    // (reset 3 s away) and opens it at its send; the spent answer, to a
+    // request that left 0.2 ms before, was dropped as an earlier
+    // window's, and a request left 2 s later, 1 s before the reset.
+    let mut o = OriginState::new(ms(0));
+    o.observe(ON, ms(10), stated(9, ms(3000), 10, ms(0)));
+    let late = Duration::from_micros(200);
+    o.observe_late(
+        ON,
+        ms(10) + late,
+        late + late,
+        exhausted(ms(3000), 10, ms(0)),
+    );
+    assert_eq!(admitted_now(&mut o, ms(2000), 1), 0);
+    assert!(admitted_now(&mut o, ms(3010), 1) == 1);
 }
