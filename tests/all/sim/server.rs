@@ -174,11 +174,15 @@ fn go_duration(d: Duration) -> String {
     }
 }
 
+/// A time an answer names: not before, whether a pushback, what, and the
+/// limit and instant of a spent quota's reset.
+type Names = (Duration, bool, &'static str, Option<(usize, Duration)>);
+
 /// The answer a decision makes: status, headers, and the times it names.
 struct Answer {
     status: u16,
     headers: Vec<(&'static str, String)>,
-    told: Vec<(Duration, bool, &'static str, Option<(usize, Duration)>)>,
+    told: Vec<Names>,
     windows: Vec<WindowTold>,
     resets: Vec<ResetTold>,
 }
