@@ -124,7 +124,10 @@ impl OriginState {
     ) {
         self.on_success(now);
         self.period.stated = true;
-        if sent < self.quota.opened {
+        if self
+            .quota
+            .earlier_window(sent, answered.saturating_add(reset_in))
+        {
             // An earlier window's last answer.
             return;
         }

@@ -51,6 +51,11 @@ pub(super) struct Quota {
     /// answer of the current window has stated yet: the first that does
     /// replaces it.
     pub(super) guessed: bool,
+    /// Whether an answer stated the quota spent until
+    /// [`until`](Self::until): a unit an admission spent before comes back
+    /// to no one (the server's count holds none for it), or a request would
+    /// leave before the server's reset.
+    pub(super) stated_spent: bool,
 }
 
 /// The size of a stated quota: how many per window, and the window when
@@ -109,6 +114,7 @@ impl Quota {
         self.left = self.limit;
         self.announced = false;
         self.guessed = true;
+        self.stated_spent = false;
     }
 
     /// Until when a spent quota holds the origin, if it does at `now`: its
@@ -172,9 +178,10 @@ impl Quota {
     /// A unit spent by a task that did not send comes back (within the
     /// window it was spent in; a later statement corrects the count), never
     /// beyond the quota's size when it is known: a unit spent in a window
-    /// before a renewal is not the new window's to give.
+    /// before a renewal is not the new window's to give. Nor to a quota an
+    /// answer stated spent: the server counted nothing for it.
     pub(super) fn refund(&mut self, now: Duration) {
-        if self.until > now {
+        if self.until > now && !self.stated_spent {
             self.left = self.left.saturating_add(1);
             if self.limit > 0 {
                 self.left = self.left.min(self.limit);
@@ -216,19 +223,33 @@ impl Quota {
             self.guessed = false;
             self.left = self.left.min(remaining);
             self.until = until;
+            self.stated_spent = remaining == 0;
             return self.left == 0;
         }
         let same_window = self.same_window(now, until);
         if same_window {
             self.left = self.left.min(remaining);
             self.until = self.until.min(until);
+            self.stated_spent |= remaining == 0;
         } else if until > self.until {
             self.left = remaining;
             self.until = until;
             self.opened = sent;
             self.guessed = false;
+            self.stated_spent = remaining == 0;
         }
         self.left == 0 && (left > 0 || !same_window)
+    }
+
+    /// Whether an answer to a request sent at `sent` that states the reset
+    /// `at` speaks of an earlier window: its request left before the
+    /// current window opened, and it states another reset than the current
+    /// window's. Answers to requests that left at nearly the same time may
+    /// be applied in another order than they left (a shared store applies
+    /// each after its own round trip): one stating the current window's
+    /// reset is of that window.
+    pub(super) fn earlier_window(&self, sent: Duration, at: Duration) -> bool {
+        sent < self.opened && (self.guessed || at.abs_diff(self.until) >= TUNING.same_window)
     }
 
     /// Of two answers stating the same window's reset, the earlier bounds
@@ -244,21 +265,28 @@ impl Quota {
     /// An answer to a request sent at `sent` said the quota is exhausted
     /// until `at` (already capped at the gate's cap): spent until then,
     /// unless it is an earlier window's answer. Whether it applied.
+    ///
+    /// A reset earlier than the one known, in an answer to a request sent
+    /// since the window opened, is no earlier window's: a bucket states the
+    /// time until it is full while units remain, and the time until the
+    /// next unit once spent. It is the server's time for the next request.
+    /// Answers to requests sent before this one are older news: a count
+    /// left in them was spent since.
     pub(super) fn on_exhausted(&mut self, sent: Duration, at: Duration) -> bool {
-        if sent < self.opened {
+        if self.earlier_window(sent, at) {
             return false;
         }
         if std::mem::take(&mut self.guessed) {
             // The renewed window's first statement replaces the guess.
             self.until = at;
-            self.left = 0;
-            true
         } else if at >= self.until || at.abs_diff(self.until) < TUNING.same_window {
             self.until = self.until.max(at);
-            self.left = 0;
-            true
         } else {
-            false
+            self.until = at;
         }
+        self.opened = self.opened.max(sent);
+        self.left = 0;
+        self.stated_spent = true;
+        true
     }
 }

@@ -35,7 +35,7 @@ impl OriginState {
         let maybe =
             |t: Option<Duration>| t.map_or_else(|| "-".to_owned(), |t| nanos(t).to_string());
         format!(
-            "o13 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+            "o14 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
             nanos(gate.until),
             nanos(gate.span),
             nanos(gate.server_until),
@@ -96,6 +96,8 @@ impl OriginState {
             nanos(tokens.declared),
             u8::from(quota.guessed),
             u8::from(tokens.quota.guessed),
+            u8::from(quota.stated_spent),
+            u8::from(tokens.quota.stated_spent),
         )
     }
 
@@ -105,7 +107,7 @@ impl OriginState {
     pub fn decode(s: &str) -> Option<Self> {
         let f: Vec<&str> = s.split(' ').collect();
         let [
-            "o13",
+            "o14",
             gate,
             span,
             server,
@@ -158,6 +160,8 @@ impl OriginState {
             tokens_declared,
             quota_guessed,
             tokens_guessed,
+            quota_stated_spent,
+            tokens_stated_spent,
         ] = f.as_slice()
         else {
             return None;
@@ -213,6 +217,7 @@ impl OriginState {
                 window: time(quota_window)?,
                 opened: time(quota_opened)?,
                 guessed: flag(quota_guessed)?,
+                stated_spent: flag(quota_stated_spent)?,
             },
             tokens: Tokens {
                 quota: Quota {
@@ -224,6 +229,7 @@ impl OriginState {
                     window: time(tokens_window)?,
                     opened: time(tokens_opened)?,
                     guessed: flag(tokens_guessed)?,
+                    stated_spent: flag(tokens_stated_spent)?,
                 },
                 mean: tokens_mean.parse().ok()?,
                 high: tokens_high.parse().ok()?,

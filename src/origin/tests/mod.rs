@@ -12,6 +12,7 @@ mod quiet;
 mod quota;
 mod renewal;
 mod slots;
+mod spent;
 mod status;
 
 const ON: PacingConfig = PacingConfig::DEFAULT;

@@ -219,10 +219,12 @@ fn known_by(run: &Run, task: usize, by: Duration) -> bool {
 /// Nothing sent before a time the server named: by the task it was
 /// named to, after it received it; with the gate on, by any task to the
 /// origin once the store knows it. A time past `max_wait` holds the gate
-/// only that long (then one probe): not checked. A fixed window's reset is
-/// one time, which the server rounds up in each answer: of the resets it
-/// named for the window in answers received before a send, the earliest
-/// is the server's time (each is at or after the real reset).
+/// only that long (then one probe): not checked. A reset is one instant,
+/// which the server rounds up in each answer that states it (a fixed
+/// window's end; a sliding log's oldest entry expiring, whether the
+/// answer said it was spent or not): of the times it named for that
+/// instant in answers received before a send, the earliest is the
+/// server's time (each is at or after the instant).
 fn early(run: &Run, out: &mut Vec<Violation>) {
     let policy = &run.scenario.policy;
     for told in &run.log.told {
@@ -262,19 +264,19 @@ fn early(run: &Run, out: &mut Vec<Violation>) {
 }
 
 /// The earliest time the server named for `told`'s reset in the answers
-/// received by `at`: its own, or another statement of the same fixed
-/// window.
+/// received by `at`: its own, or another statement of the same instant of
+/// the same limit.
 fn named_by(run: &Run, told: &Told, at: Duration) -> Duration {
-    let Some((limit, id)) = told.window else {
+    let Some((limit, instant)) = told.reset else {
         return told.not_before;
     };
     run.log
-        .window_told
+        .resets_told
         .iter()
-        .filter(|w| {
-            w.origin == told.origin && w.limit == limit && w.window_id == id && w.received <= at
+        .filter(|r| {
+            r.origin == told.origin && r.limit == limit && r.at == instant && r.received <= at
         })
-        .map(|w| w.named)
+        .map(|r| r.named)
         .fold(told.not_before, Duration::min)
 }
 

@@ -82,3 +82,28 @@ fn a_declared_units_window_is_not_overspent_seed_32() {
 fn a_coalesced_store_without_faults_never_fails_seed_2085() {
     assert_seed(2085);
 }
+
+/// GitHub-like GCRA (a burst of 3, one every 2 s): the spent answer's
+/// reset (the next unit) was earlier than the reset a success had stated
+/// (the bucket full), was dropped, and a request left 2 s before it.
+#[test]
+fn a_spent_buckets_earlier_reset_holds_seed_1395() {
+    assert_seed(1395);
+}
+
+/// GitHub-like sliding log, answers applied out of order over a store
+/// with latency: the spent answer was taken for an earlier window's, and a
+/// request left 1 s before the reset.
+#[test]
+fn a_spent_answer_applied_late_holds_seed_1834() {
+    assert_seed(1834);
+}
+
+/// A bucket (2, one every 500 ms): a success's reset (the bucket full)
+/// and the spent answer's (the next unit) named the same instant, each
+/// rounded up; the crate left at the earlier, after the instant (the check
+/// had taken the spent answer's own).
+#[test]
+fn the_earliest_time_named_for_a_reset_instant_is_the_servers_seed_362() {
+    assert_seed(362);
+}

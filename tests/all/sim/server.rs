@@ -44,8 +44,20 @@ pub(crate) struct Told {
     /// an answer that admitted it.
     pub(crate) pushback: bool,
     pub(crate) what: &'static str,
-    /// The fixed window (limit, id) a spent quota's reset spoke of.
-    pub(crate) window: Option<(usize, u64)>,
+    /// The limit a spent quota's reset spoke of, and the instant it named
+    /// (before rounding).
+    pub(crate) reset: Option<(usize, Duration)>,
+}
+
+/// A reset a limit stated, spent or not: the instant it spoke of, and the
+/// time the answer named for it (rounded up), when the client received it.
+#[derive(Debug, Clone)]
+pub(crate) struct ResetTold {
+    pub(crate) origin: usize,
+    pub(crate) limit: usize,
+    pub(crate) at: Duration,
+    pub(crate) named: Duration,
+    pub(crate) received: Duration,
 }
 
 /// What a fixed window stated remained of it, when the client received it.
@@ -55,8 +67,6 @@ pub(crate) struct WindowTold {
     pub(crate) limit: usize,
     pub(crate) window_id: u64,
     pub(crate) remaining: u64,
-    /// The window's reset as this answer named it (rounded up).
-    pub(crate) named: Duration,
     pub(crate) decided: Duration,
     pub(crate) received: Duration,
 }
@@ -70,6 +80,7 @@ pub(crate) struct Log {
     pub(crate) windows: Vec<Vec<(usize, u64)>>,
     pub(crate) told: Vec<Told>,
     pub(crate) window_told: Vec<WindowTold>,
+    pub(crate) resets_told: Vec<ResetTold>,
 }
 
 struct OriginServer {
@@ -163,16 +174,17 @@ fn go_duration(d: Duration) -> String {
     }
 }
 
-/// A time an answer names: not before when, whether it is a pushback's,
-/// what named it, and the fixed window it is the reset of (limit, window).
-type Named = (Duration, bool, &'static str, Option<(usize, u64)>);
+/// A time an answer names: not before, whether a pushback, what, and the
+/// limit and instant of a spent quota's reset.
+type Names = (Duration, bool, &'static str, Option<(usize, Duration)>);
 
 /// The answer a decision makes: status, headers, and the times it names.
 struct Answer {
     status: u16,
     headers: Vec<(&'static str, String)>,
-    told: Vec<Named>,
+    told: Vec<Names>,
     windows: Vec<WindowTold>,
+    resets: Vec<ResetTold>,
 }
 
 impl OriginServer {
@@ -227,6 +239,7 @@ impl OriginServer {
             headers: Vec::new(),
             told: Vec::new(),
             windows: Vec::new(),
+            resets: Vec::new(),
         };
         let wall = self.wall(base, now);
         if self.plan.date {
@@ -282,11 +295,18 @@ impl OriginServer {
                 self.limiters[i].plan.shape,
                 super::draw::Shape::FixedWindow { .. }
             );
+            let at = now + s.reset_in;
+            answer.resets.push(ResetTold {
+                origin,
+                limit: i,
+                at,
+                named,
+                received: Duration::ZERO,
+            });
             if s.remaining == 0 {
-                let window = fixed.then_some((i, s.window_id));
                 answer
                     .told
-                    .push((named, false, "a spent quota's reset", window));
+                    .push((named, false, "a spent quota's reset", Some((i, at))));
             }
             if fixed {
                 answer.windows.push(WindowTold {
@@ -294,7 +314,6 @@ impl OriginServer {
                     limit: i,
                     window_id: s.window_id,
                     remaining: s.remaining,
-                    named,
                     decided: now,
                     received: Duration::ZERO,
                 });
@@ -352,14 +371,24 @@ impl OriginServer {
             }
         }
         if self.plan.family == Family::OpenAi
-            && let Some(&(_, s, _)) = stated.iter().find(|s| s.2)
+            && let Some(&(i, s, _)) = stated.iter().find(|s| s.2)
         {
             let text = go_duration(s.reset_in);
+            let (at, named) = (
+                now + s.reset_in,
+                now + Duration::from_millis(ceil_millis(s.reset_in)),
+            );
+            answer.resets.push(ResetTold {
+                origin,
+                limit: i,
+                at,
+                named,
+                received: Duration::ZERO,
+            });
             if s.remaining == 0 {
-                let named = now + Duration::from_millis(ceil_millis(s.reset_in));
                 answer
                     .told
-                    .push((named, false, "a spent token quota's reset", None));
+                    .push((named, false, "a spent token quota's reset", Some((i, at))));
             }
             answer
                 .headers
@@ -481,7 +510,7 @@ impl Middleware for SimServer {
         let received = start.elapsed();
         {
             let mut log = self.log.lock().unwrap();
-            for &(not_before, pushback, what, window) in &answer.told {
+            for &(not_before, pushback, what, reset) in &answer.told {
                 log.told.push(Told {
                     task,
                     origin,
@@ -490,13 +519,19 @@ impl Middleware for SimServer {
                     not_before,
                     pushback,
                     what,
-                    window,
+                    reset,
                 });
             }
             for w in &answer.windows {
                 log.window_told.push(WindowTold {
                     received,
                     ..w.clone()
+                });
+            }
+            for r in &answer.resets {
+                log.resets_told.push(ResetTold {
+                    received,
+                    ..r.clone()
                 });
             }
         }
