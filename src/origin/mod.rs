@@ -287,7 +287,7 @@ impl OriginState {
         }
         self.pace.settle(now);
         let reopened = self.gate.reopens(now);
-        let probe = reopened && self.reopen(now);
+        let probe = reopened && self.reopen(now, cfg.declared);
         let go = if reopened {
             Admission::Reopened
         } else {
@@ -385,9 +385,12 @@ impl OriginState {
 
     /// The gate reopens: the pace learns from the period that just ended,
     /// and a new one starts with a probe. Whether the probe is counted in
-    /// the first batch.
-    fn reopen(&mut self, now: Duration) -> bool {
+    /// the first batch. Under a `declared` quota there is no probe: the
+    /// slots handed out before still count against it (see
+    /// [`Pace::carry_declared`]).
+    fn reopen(&mut self, now: Duration, declared: Option<Declared>) -> bool {
         let gate = self.gate.until;
+        let before = self.pace;
         // The probe's head start counts from when it leaves: a first task
         // that asks late (a round trip to a shared store, a busy runtime)
         // must not find the batch behind it already due.
@@ -409,6 +412,10 @@ impl OriginState {
         };
         self.gate.reopen_pending = false;
         self.period = Period::new(gate);
+        if let Some(quota) = declared {
+            self.pace.carry_declared(&before, quota);
+            return false;
+        }
         probe
     }
 
