@@ -51,6 +51,10 @@ impl Pace {
     /// a learned pace slower than the quota keeps its mode, its first slot
     /// no earlier than the declared pace's next free one.
     pub(super) fn carry_declared(&mut self, before: &Pace, quota: Quota) {
+        // The queue's number voids the reservations of the one before;
+        // `settled` (moved to its last slot by the restart) must not void
+        // the new ones, handed out again at times up to that slot.
+        self.settled = before.settled;
         if !before.is_paced() {
             return;
         }

@@ -346,3 +346,32 @@ proptest::proptest! {
         proptest::prop_assert!(!overspends(quota, &sent), "{quota:?}: {sent:?}");
     }
 }
+
+#[test]
+fn a_slot_handed_out_again_after_a_reopening_is_settled_when_used() {
+    // A bucket of 2 a second: a burst of 2, a third reserved, a pushback
+    // of 100 ms. After the reopening the declared bucket goes on where it
+    // was: the slot handed out again lies before the end of the voided
+    // queue, and its use must still be counted off (seed 1259 of the
+    // simulation: a slot reserved after the last task).
+    let cfg = PacingConfig {
+        declared: Some(Declared::per_second(2).refilled()),
+        ..ON
+    };
+    let mut o = OriginState::new(ms(0));
+    assert_eq!(o.admit(cfg, ms(0), LONG), Admission::Now);
+    assert_eq!(o.admit(cfg, ms(0), LONG), Admission::Now);
+    assert!(matches!(
+        o.admit(cfg, ms(0), LONG),
+        Admission::SlotReserved(..)
+    ));
+    o.on_pushback(cfg, ms(10), Some(ms(100)));
+    let Admission::SlotReserved(wait, r) = o.admit(cfg, ms(100), LONG) else {
+        panic!("expected a slot: {o:?}");
+    };
+    let at = ms(100) + wait;
+    assert!(at >= ms(500), "{at:?}");
+    assert_eq!(o.recheck(at, r), None);
+    o.sent(at, r);
+    assert_eq!(o.status(at).reserved(), 0, "{o:?}");
+}
