@@ -302,14 +302,23 @@ impl OriginState {
         if let Some(wait) = self.first.wait(cfg, now, latest) {
             return Admission::FirstAnswer(wait);
         }
+        let declares = cfg.declared.is_some() || cfg.declared_units.is_some();
+        // The probe after a stated quota's hold finds out what the server
+        // admits, not what the caller declared: a declared quota still binds.
+        let mut quota_probe = false;
         let quota = match self.quota.check(now, latest, cfg.max_gate) {
             Check::Free => false,
             Check::Spends => true,
             Check::Held { wait, first: true } => return Admission::QuotaHeld(wait),
             Check::Held { wait, first: false } => return Admission::GateClosed(wait),
             Check::TooLate(wait) => return self.refuse(now, wait),
-            Check::Probe => return Admission::Reopened,
+            Check::Probe if !declares => return Admission::Reopened,
+            Check::Probe => {
+                quota_probe = true;
+                false
+            }
         };
+        let go = if quota_probe { Admission::Reopened } else { go };
         let cost = self.tokens.cost(cost);
         if let Some(declared) = cfg.declared_units {
             self.tokens.declared(now, declared);
@@ -329,7 +338,7 @@ impl OriginState {
             // own knowledge, waited for while the deadline allows.
             self.pace
                 .take(now, within.declared, probe, self.quota.stated())
-        } else if cfg.pace {
+        } else if cfg.pace && !quota_probe {
             self.pace.take(now, latest, probe, self.quota.stated())
         } else {
             Slot::Go

@@ -375,3 +375,42 @@ fn a_slot_handed_out_again_after_a_reopening_is_settled_when_used() {
     o.sent(at, r);
     assert_eq!(o.status(at).reserved(), 0, "{o:?}");
 }
+
+#[test]
+fn the_probe_after_a_stated_quotas_hold_waits_for_the_declared_quota() {
+    // 2 every 6 s declared; the origin states its window of 2 spent until
+    // 6 s, and the gate's cap is 1 s: after the cap one task finds out, but
+    // no sooner than the declared window lets it (seed 1908 of the
+    // simulation: the probe left at 5.05 s, a third request in 6 s).
+    let quota = Declared::new(2, ms(6000));
+    let cfg = PacingConfig {
+        declared: Some(quota),
+        declared_units: Some(Declared::new(100, ms(1)).units()),
+        ..SHORT_GATE
+    };
+    let mut o = OriginState::new(ms(0));
+    assert_eq!(o.admit(cfg, ms(0), LONG), Admission::Now);
+    assert_eq!(o.admit(cfg, ms(0), LONG), Admission::Now);
+    let _ = o.observe(
+        cfg,
+        ms(10),
+        Outcome::Quota {
+            remaining: 0,
+            reset_in: ms(5990),
+            limit: Some(2),
+            window: Some(ms(6000)),
+            sent_ago: ms(10),
+            tokens: None,
+        },
+    );
+    assert!(matches!(
+        o.admit(cfg, ms(20), LONG),
+        Admission::QuotaHeld(_)
+    ));
+    match o.admit(cfg, ms(1020), LONG) {
+        Admission::SlotReserved(wait, _) | Admission::QueueAhead(wait) => {
+            assert_eq!(ms(1020) + wait, ms(6120));
+        }
+        other => panic!("expected the declared slot at 6.12 s, got {other:?}"),
+    }
+}
