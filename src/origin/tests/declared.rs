@@ -414,3 +414,33 @@ fn the_probe_after_a_stated_quotas_hold_waits_for_the_declared_quota() {
         other => panic!("expected the declared slot at 6.12 s, got {other:?}"),
     }
 }
+
+#[test]
+fn a_declared_buckets_burst_stays_spent_when_its_last_reservation_is_used() {
+    // A bucket of 2 a second: a burst of 2 at 0, a third reserved for the
+    // refill. Once that one sends, no reservation is left, and the queue
+    // was rewound to one interval from then: the burst's two were
+    // forgotten, and a fourth left at once (sim seed 693: one every 5 s
+    // under a declared 10 a minute).
+    let quota = Declared::per_second(2).refilled();
+    let cfg = PacingConfig {
+        declared: Some(quota),
+        ..ON
+    };
+    let mut o = OriginState::new(ms(0));
+    let mut sent = vec![ms(0), ms(0)];
+    assert_eq!(o.admit(cfg, ms(0), LONG), Admission::Now);
+    assert_eq!(o.admit(cfg, ms(0), LONG), Admission::Now);
+    let Admission::SlotReserved(wait, r) = o.admit(cfg, ms(0), LONG) else {
+        panic!("expected a slot: {o:?}");
+    };
+    assert_eq!(o.recheck(wait, r), None);
+    o.sent(wait, r);
+    sent.push(wait);
+    match o.admit(cfg, wait, LONG) {
+        Admission::Now | Admission::Reopened => sent.push(wait),
+        Admission::SlotReserved(more, _) => sent.push(wait + more),
+        other => panic!("expected a slot, got {other:?}"),
+    }
+    assert!(!overspends(quota, &sent), "{sent:?}");
+}
