@@ -360,7 +360,13 @@ impl OriginState {
         if quota && self.quota.spend(now, cfg.max_gate) {
             self.quota_spent();
         }
-        self.tokens.spend(now, cost);
+        // Units are spent when their request leaves (a declared window of
+        // units closes a window after that, not after the admission).
+        let leaves = match admission {
+            Admission::SlotReserved(_, r) => r.slot,
+            _ => now,
+        };
+        self.tokens.spend(leaves, cost);
         admission
     }
 

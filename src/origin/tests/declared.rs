@@ -444,3 +444,36 @@ fn a_declared_buckets_burst_stays_spent_when_its_last_reservation_is_used() {
     }
     assert!(!overspends(quota, &sent), "{sent:?}");
 }
+
+#[test]
+fn declared_units_are_spent_when_their_request_leaves() {
+    // 20 units every 500 ms and 2 requests a second. A task admitted at
+    // 600 ms leaves at its request slot (1.02 s): its units were counted
+    // in a window from 600 ms, which closed at 1.12 s, and a task at 1.2 s
+    // spent 15 more within 180 ms of it (sim seed 1335: 30 units at one
+    // instant under a declared 20 per 500 ms).
+    let units = Declared::new(20, ms(500)).units();
+    let cfg = PacingConfig {
+        declared: Some(Declared::per_second(2)),
+        declared_units: Some(units),
+        ..ON
+    };
+    let mut o = OriginState::new(ms(0));
+    let mut sent = Vec::new();
+    for (at, cost) in [(0, 15), (0, 1), (0, 15), (600, 15), (1200, 15)] {
+        match o.admit_costing(cfg, ms(at), LONG, cost) {
+            Admission::Now | Admission::Reopened => sent.push((ms(at), cost)),
+            Admission::SlotReserved(wait, _) => sent.push((ms(at) + wait, cost)),
+            _ => {}
+        }
+    }
+    sent.sort();
+    for (i, &(from, _)) in sent.iter().enumerate() {
+        let spent: u64 = sent[i..]
+            .iter()
+            .take_while(|(at, _)| *at < from + units.per())
+            .map(|(_, cost)| cost)
+            .sum();
+        assert!(spent <= 20, "{spent} units from {from:?}: {sent:?}");
+    }
+}
