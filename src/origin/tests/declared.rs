@@ -477,3 +477,31 @@ fn declared_units_are_spent_when_their_request_leaves() {
         assert!(spent <= 20, "{spent} units from {from:?}: {sent:?}");
     }
 }
+
+#[test]
+fn a_declared_bucket_is_not_raised_by_successes() {
+    // A bucket of 2 every 10 s. A success raised its rate (as a learned
+    // smooth pace rises after a clean second), and the queue, rewound when
+    // its last reservation was used, measured the bucket's tolerance at
+    // that rate: the next slot came 180 ms early (sim seed 617).
+    let quota = Declared::new(2, ms(10_000)).refilled();
+    let cfg = PacingConfig {
+        declared: Some(quota),
+        ..ON
+    };
+    let mut o = OriginState::new(ms(0));
+    let mut sent = vec![ms(0), ms(0)];
+    assert_eq!(o.admit(cfg, ms(0), LONG), Admission::Now);
+    assert_eq!(o.admit(cfg, ms(0), LONG), Admission::Now);
+    let Admission::SlotReserved(wait, r) = o.admit(cfg, ms(0), LONG) else {
+        panic!("expected a slot: {o:?}");
+    };
+    o.on_success(ms(2000));
+    o.sent(wait, r);
+    sent.push(wait);
+    match o.admit(cfg, wait, LONG) {
+        Admission::SlotReserved(more, _) => sent.push(wait + more),
+        other => panic!("expected a slot, got {other:?}"),
+    }
+    assert!(!overspends(quota, &sent), "{sent:?}");
+}
