@@ -99,10 +99,7 @@ mod tests {
         // Given back: they do.
         let t1 = t0 + Duration::from_millis(500);
         state.give_back(t1, spent.expect("spent"));
-        assert_eq!(
-            state.admit_spending(cfg, t1, Within::both(LATEST), 60).0,
-            Admission::Now
-        );
+        assert_eq!(state.admit_spending(cfg, t1, Within::both(LATEST), 60).0, Admission::Now);
     }
 
     #[test]
@@ -110,13 +107,7 @@ mod tests {
         let t0 = Duration::from_secs(5);
         let mut state = OriginState::new(t0);
         let cfg = PacingConfig::DEFAULT;
-        assert_eq!(
-            state.admit_spending(cfg, t0, Within::both(LATEST), 60).1,
-            None
-        );
-        assert_eq!(
-            state.admit_spending(cfg, t0, Within::both(LATEST), 0).1,
-            None
-        );
+        assert_eq!(state.admit_spending(cfg, t0, Within::both(LATEST), 60).1, None);
+        assert_eq!(state.admit_spending(cfg, t0, Within::both(LATEST), 0).1, None);
     }
 }
