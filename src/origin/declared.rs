@@ -81,6 +81,13 @@ impl Pace {
         }
     }
 
+    /// A smooth pace raised above `quota`'s rate comes back down to it.
+    pub(super) fn keep_within(&mut self, quota: Quota) {
+        if let Mode::Smooth { rate, .. } = &mut self.mode {
+            *rate = rate.min(quota.rate());
+        }
+    }
+
     fn rate_above(&self, rate: f64) -> bool {
         self.rate() > rate * (1.0 + 1e-9)
     }

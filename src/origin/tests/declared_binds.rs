@@ -284,3 +284,36 @@ fn a_declared_bucket_is_not_raised_by_successes() {
     }
     assert!(!overspends(quota, &sent), "{sent:?}");
 }
+
+#[test]
+fn a_declared_bucket_of_one_is_not_raised_by_answers() {
+    // A bucket of 1 every 500 ms (a burst of 1, like a learned smooth
+    // pace): a success raised its rate, and the queue, rewound when its
+    // last reservation was used, measured one interval at it: the next
+    // slot came 10 ms early (sim seeds 5155 and 9893).
+    let quota = Declared::new(1, ms(500)).refilled();
+    let cfg = PacingConfig {
+        declared: Some(quota),
+        ..ON
+    };
+    let mut o = OriginState::new(ms(0));
+    let mut sent = vec![ms(0)];
+    assert_eq!(o.admit(cfg, ms(0), LONG), Admission::Now);
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let Admission::SlotReserved(_, r) = o.admit(cfg, ms(0), LONG) else {
+            panic!("expected a slot: {o:?}");
+        };
+        held.push(r);
+    }
+    o.sent(held[0].slot, held[0]);
+    sent.push(held[0].slot);
+    let _ = o.observe(cfg, ms(1000), Outcome::Admitted);
+    o.sent(held[1].slot, held[1]);
+    sent.push(held[1].slot);
+    match o.admit(cfg, held[1].slot, LONG) {
+        Admission::SlotReserved(wait, _) => sent.push(held[1].slot + wait),
+        other => panic!("expected a slot, got {other:?}"),
+    }
+    assert!(!overspends(quota, &sent), "{sent:?}");
+}
