@@ -130,3 +130,11 @@ fn a_slot_handed_out_again_is_settled_seed_1259() {
 fn nothing_is_left_reserved_seed_426() {
     assert_seed(426);
 }
+
+/// A declared bucket of one a second (a burst of 1): a success raised its
+/// rate, and the queue's rewind measured an interval at it: a slot 38 ms
+/// early.
+#[test]
+fn a_declared_bucket_of_one_is_not_raised_seed_5155() {
+    assert_seed(5155);
+}
