@@ -24,6 +24,16 @@ impl OriginState {
         self.pace.on_success(now, self.gate.reopen_pending);
     }
 
+    /// [`on_success`](Self::on_success) under `cfg`: a pace raised by it
+    /// stays within the declared quota (a slot given back or used measures
+    /// the queue at the pace's rate before the next admission bounds it).
+    fn on_success_under(&mut self, cfg: PacingConfig, now: Duration) {
+        self.on_success(now);
+        if let Some(quota) = cfg.declared {
+            self.pace.keep_within(quota);
+        }
+    }
+
     /// Applies what the origin answered at `now`. When this answer closed
     /// an origin that was open (its gate, or its spent quota), how long
     /// from `now` it stays closed.
@@ -54,7 +64,7 @@ impl OriginState {
         let answered = now.saturating_sub(late);
         self.first.answered = true;
         match outcome {
-            Outcome::Admitted => self.on_success(now),
+            Outcome::Admitted => self.on_success_under(cfg, now),
             Outcome::Pushback { retry_in } => {
                 // A time too large to add is an enormous time: the gate
                 // closes for its cap, it is not a pushback without a time.
@@ -91,7 +101,7 @@ impl OriginState {
                 sent_ago,
                 tokens,
             } => {
-                self.on_success(now);
+                self.on_success_under(cfg, now);
                 self.period.stated = true;
                 let sent = answered.saturating_sub(sent_ago);
                 if let Some(st) = tokens {
@@ -122,7 +132,7 @@ impl OriginState {
         sent: Duration,
         reset_in: Duration,
     ) {
-        self.on_success(now);
+        self.on_success_under(cfg, now);
         self.period.stated = true;
         if self
             .quota

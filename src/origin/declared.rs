@@ -14,25 +14,19 @@ impl Pace {
     pub(super) fn bound(&mut self, now: Duration, quota: Quota) {
         let own = own_mode(now, quota);
         let rate = quota.rate();
-        let above = self.rate_above(rate);
         match &mut self.mode {
             Mode::Unpaced | Mode::SlowStart { .. } => {
                 self.mode = own;
                 self.next_slot = self.next_slot.min(now);
             }
-            Mode::Batches(b) if above => {
-                let every = batch_every(quota.per());
-                if b.every == every {
-                    b.resize(quota.count().min(b.size));
-                } else if b.every < every {
-                    b.every = every;
-                    b.resize(quota.count().min(b.size));
-                } else {
-                    // A longer period than the quota's: as many per period
-                    // as the quota's rate allows.
-                    let allowed = (rate * b.every.as_secs_f64()).floor();
-                    b.resize(super::pace::to_count(allowed).max(1));
-                }
+            Mode::Batches(b) => {
+                // A batch leaves at once (or spread over less than a
+                // span): no more than the quota's count, and no sooner
+                // than a declared span after the batch before, whatever
+                // the average rate (a learned 2 per 1.02 s is slower than
+                // a declared 1 per 500 ms, and sends 2 within it).
+                b.every = b.every.max(batch_every(quota.per()));
+                b.resize(quota.count().min(b.size));
             }
             Mode::Smooth { rate: r, .. } if *r > rate => *r = rate,
             _ => {}
@@ -48,6 +42,50 @@ impl Pace {
         self.queue = self.queue.wrapping_add(1);
         self.next_slot = at;
         self.raised_at = at;
+    }
+
+    /// The queue restarted (a reopening, or a stated quota standing the
+    /// pace down) from the pace `before`: the slots it handed out may have
+    /// left, and they still count against the declared `quota`. So the
+    /// declared pace goes on where it was (its batch, its bucket's time);
+    /// a learned pace slower than the quota keeps its mode, its first slot
+    /// no earlier than the declared pace's next free one.
+    pub(super) fn carry_declared(&mut self, before: &Pace, quota: Quota) {
+        // The queue's number voids the reservations of the one before;
+        // `settled` (moved to its last slot by the restart) must not void
+        // the new ones, handed out again at times up to that slot.
+        self.settled = before.settled;
+        if !before.is_paced() {
+            return;
+        }
+        let own = Pace {
+            mode: own_mode(Duration::ZERO, quota),
+            ..*self
+        };
+        let governs = match self.mode {
+            Mode::Unpaced | Mode::SlowStart { .. } => true,
+            _ => !own.rate_above(self.rate()),
+        };
+        if governs {
+            self.mode = before.mode;
+            self.next_slot = before.next_slot;
+            return;
+        }
+        let floor = before.held_until();
+        match &mut self.mode {
+            Mode::Batches(b) => {
+                b.start = b.start.max(floor);
+                self.next_slot = self.next_slot.max(floor);
+            }
+            _ => self.next_slot = self.next_slot.max(floor),
+        }
+    }
+
+    /// A smooth pace raised above `quota`'s rate comes back down to it.
+    pub(super) fn keep_within(&mut self, quota: Quota) {
+        if let Mode::Smooth { rate, .. } = &mut self.mode {
+            *rate = rate.min(quota.rate());
+        }
     }
 
     fn rate_above(&self, rate: f64) -> bool {

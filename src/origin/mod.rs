@@ -287,7 +287,7 @@ impl OriginState {
         }
         self.pace.settle(now);
         let reopened = self.gate.reopens(now);
-        let probe = reopened && self.reopen(now);
+        let probe = reopened && self.reopen(now, cfg.declared);
         let go = if reopened {
             Admission::Reopened
         } else {
@@ -302,14 +302,23 @@ impl OriginState {
         if let Some(wait) = self.first.wait(cfg, now, latest) {
             return Admission::FirstAnswer(wait);
         }
+        let declares = cfg.declared.is_some() || cfg.declared_units.is_some();
+        // The probe after a stated quota's hold finds out what the server
+        // admits, not what the caller declared: a declared quota still binds.
+        let mut quota_probe = false;
         let quota = match self.quota.check(now, latest, cfg.max_gate) {
             Check::Free => false,
             Check::Spends => true,
             Check::Held { wait, first: true } => return Admission::QuotaHeld(wait),
             Check::Held { wait, first: false } => return Admission::GateClosed(wait),
             Check::TooLate(wait) => return self.refuse(now, wait),
-            Check::Probe => return Admission::Reopened,
+            Check::Probe if !declares => return Admission::Reopened,
+            Check::Probe => {
+                quota_probe = true;
+                false
+            }
         };
+        let go = if quota_probe { Admission::Reopened } else { go };
         let cost = self.tokens.cost(cost);
         if let Some(declared) = cfg.declared_units {
             self.tokens.declared(now, declared);
@@ -329,7 +338,7 @@ impl OriginState {
             // own knowledge, waited for while the deadline allows.
             self.pace
                 .take(now, within.declared, probe, self.quota.stated())
-        } else if cfg.pace {
+        } else if cfg.pace && !quota_probe {
             self.pace.take(now, latest, probe, self.quota.stated())
         } else {
             Slot::Go
@@ -351,7 +360,13 @@ impl OriginState {
         if quota && self.quota.spend(now, cfg.max_gate) {
             self.quota_spent();
         }
-        self.tokens.spend(now, cost);
+        // Units are spent when their request leaves (a declared window of
+        // units closes a window after that, not after the admission).
+        let leaves = match admission {
+            Admission::SlotReserved(_, r) => r.slot,
+            _ => now,
+        };
+        self.tokens.spend(leaves, cost);
         admission
     }
 
@@ -385,9 +400,12 @@ impl OriginState {
 
     /// The gate reopens: the pace learns from the period that just ended,
     /// and a new one starts with a probe. Whether the probe is counted in
-    /// the first batch.
-    fn reopen(&mut self, now: Duration) -> bool {
+    /// the first batch. Under a `declared` quota there is no probe: the
+    /// slots handed out before still count against it (see
+    /// [`Pace::carry_declared`]).
+    fn reopen(&mut self, now: Duration, declared: Option<Declared>) -> bool {
         let gate = self.gate.until;
+        let before = self.pace;
         // The probe's head start counts from when it leaves: a first task
         // that asks late (a round trip to a shared store, a busy runtime)
         // must not find the batch behind it already due.
@@ -409,6 +427,10 @@ impl OriginState {
         };
         self.gate.reopen_pending = false;
         self.period = Period::new(gate);
+        if let Some(quota) = declared {
+            self.pace.carry_declared(&before, quota);
+            return false;
+        }
         probe
     }
 

@@ -288,7 +288,9 @@ impl Pace {
                 self.raise();
                 self.raised_at = now;
             }
-            Mode::Smooth { rate, .. }
+            // A learned smooth pace (a burst of 1) rises; a declared
+            // bucket's is the caller's, and its tolerance is measured at it.
+            Mode::Smooth { rate, burst: 1 }
                 if now.saturating_sub(self.raised_at) >= TUNING.smooth_raise_every =>
             {
                 *rate *= TUNING.smooth_raise_factor;

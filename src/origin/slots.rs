@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::pace::{Mode, Pace, interval};
+use super::pace::{Mode, Pace, interval, tolerance};
 
 impl Pace {
     /// A task whose slot has come (`now`) sends: its reservation is settled.
@@ -69,7 +69,7 @@ impl Pace {
     /// No reservation is left at `now`: slots handed out after `now` are
     /// all free again, and those up to `now` were used. The queue goes on
     /// from the last used slot (smooth pace: no later than one interval
-    /// from now; batches: the current batch keeps its used slots, or, when
+    /// from now, plus a bucket's burst that left at once; batches: the current batch keeps its used slots, or, when
     /// none of it was used, the next batch leaves a period from now).
     fn rewind(&mut self, now: Duration) {
         if self.next_slot <= now {
@@ -77,8 +77,14 @@ impl Pace {
         }
         match &mut self.mode {
             Mode::Unpaced => {}
-            Mode::SlowStart { rate } | Mode::Smooth { rate, .. } => {
+            Mode::SlowStart { rate } => {
                 self.next_slot = self.next_slot.min(now + interval(*rate));
+            }
+            Mode::Smooth { rate, burst } => {
+                // A burst that left at once reserved nothing, and is still
+                // spent: no further back than the bucket's full tolerance.
+                let full = interval(*rate).saturating_add(tolerance(*rate, *burst));
+                self.next_slot = self.next_slot.min(now.saturating_add(full));
             }
             Mode::Batches(b) => {
                 let taken = b.size.saturating_sub(b.left);

@@ -134,11 +134,11 @@ impl Tokens {
         }
     }
 
-    /// An admitted task spends `cost` at `now`.
-    pub(super) fn spend(&mut self, now: Duration, cost: u64) {
+    /// An admitted task spends `cost`, its request leaving at `at`.
+    pub(super) fn spend(&mut self, at: Duration, cost: u64) {
         self.quota.left = self.quota.left.saturating_sub(cost);
         if cost > 0 && !self.declared.is_zero() {
-            self.quota.until = self.quota.until.max(now.saturating_add(self.declared));
+            self.quota.until = self.quota.until.max(at.saturating_add(self.declared));
         }
     }
 

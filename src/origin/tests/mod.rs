@@ -5,6 +5,7 @@ use super::pace::Mode;
 use super::*;
 
 mod declared;
+mod declared_binds;
 mod gate;
 mod known;
 mod pace;

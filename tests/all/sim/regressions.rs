@@ -65,7 +65,7 @@ fn a_stated_quota_is_not_overspent_seed_361() {
 
 /// A declared bucket (`Quota::per_second(1).refilled()`) overspent.
 #[test]
-#[ignore = "new finding of the simulation: a declared bucket overspent (being fixed)"]
+#[ignore = "still fails: behind a store answering in up to 5 ms, a request left 10 ms after its slot and the next 6 ms after its own, 996 ms apart (slots are spaced, not sends; being fixed)"]
 fn a_declared_bucket_is_not_overspent_seed_99() {
     assert_seed(99);
 }
@@ -106,4 +106,61 @@ fn a_spent_answer_applied_late_holds_seed_1834() {
 #[test]
 fn the_earliest_time_named_for_a_reset_instant_is_the_servers_seed_362() {
     assert_seed(362);
+}
+
+/// A declared window (5 per 61.2 s): a pushback's reopening restarted the
+/// declared batch, and a whole new one left a second after the first.
+#[test]
+fn a_reopening_does_not_restart_a_declared_window_seed_1671() {
+    assert_seed(1671);
+}
+
+/// A declared window (2 per 6 s) beside a stated one: the probe after the
+/// stated quota's hold (capped at `max_wait`) left past the declared
+/// quota.
+#[test]
+fn the_probe_after_a_stated_hold_keeps_the_declared_quota_seed_1908() {
+    assert_seed(1908);
+}
+
+/// A declared bucket (10 a minute): when its last reservation was used,
+/// the queue rewound to one interval from then and forgot the burst.
+#[test]
+fn a_declared_buckets_burst_stays_spent_seed_693() {
+    assert_seed(693);
+}
+
+/// A declared window in units (20 per 500 ms): units spent at admission
+/// for requests that left later, at one instant with another window's.
+#[test]
+fn declared_units_are_spent_when_the_request_leaves_seed_1335() {
+    assert_seed(1335);
+}
+
+/// A declared bucket (10 a minute) raised by successes measured its
+/// tolerance at the raised rate: a slot came early.
+#[test]
+fn a_declared_bucket_is_not_raised_seed_617() {
+    assert_seed(617);
+}
+
+/// A slot handed out again after a reopening, under a declared bucket, was
+/// never counted off when used: reserved after the last task.
+#[test]
+fn a_slot_handed_out_again_is_settled_seed_1259() {
+    assert_seed(1259);
+}
+
+/// A slot left reserved after the last task (seed of the brief).
+#[test]
+fn nothing_is_left_reserved_seed_426() {
+    assert_seed(426);
+}
+
+/// A declared bucket of one a second (a burst of 1): a success raised its
+/// rate, and the queue's rewind measured an interval at it: a slot 38 ms
+/// early.
+#[test]
+fn a_declared_bucket_of_one_is_not_raised_seed_5155() {
+    assert_seed(5155);
 }
