@@ -9,29 +9,36 @@ use tokio::time::Instant;
 use super::queue::IfAbandoned;
 use super::{Coalesced, FLUSH_EVERY, RETRY_FLUSH};
 use crate::budget::{BudgetState, RetryBudget};
+use crate::origin::PacingConfig;
 use crate::store::{Now, Store, StoreError};
 use crate::util::lock;
 
 impl<S: Store + Clone> Coalesced<S> {
-    /// Takes this process's unwritten 2xx count for `origin`, and when the
-    /// last of them was counted; `force` takes it however recent the last
-    /// write.
-    pub(super) fn take_successes(&self, origin: &str, force: bool) -> (u32, Instant) {
+    /// Takes this process's unwritten 2xx count for `origin`, when the
+    /// last of them was counted, and the pacing they were counted under;
+    /// `force` takes it however recent the last write.
+    pub(super) fn take_successes(
+        &self,
+        origin: &str,
+        force: bool,
+    ) -> (u32, Instant, Option<PacingConfig>) {
         let now = Instant::now();
         let mut successes = lock(&self.shared.successes);
         let Some(counted) = successes.get_mut(origin) else {
-            return (0, now);
+            return (0, now, None);
         };
         if !force && counted.written.elapsed() < FLUSH_EVERY {
-            return (0, now);
+            return (0, now, None);
         }
         counted.written = now;
-        (std::mem::take(&mut counted.n), counted.last)
+        (std::mem::take(&mut counted.n), counted.last, counted.pacing)
     }
 
-    /// Counts one 2xx answer from `origin`, and schedules a write of the
-    /// count `FLUSH_EVERY` later unless one is scheduled.
-    pub(super) fn count_success(&self, origin: &str) {
+    /// Counts one 2xx answer from `origin` under `pacing` (its declared
+    /// quota still bounds the pace they raise when they are written), and
+    /// schedules a write of the count `FLUSH_EVERY` later unless one is
+    /// scheduled.
+    pub(super) fn count_success(&self, origin: &str, pacing: PacingConfig) {
         let schedule = {
             let mut successes = lock(&self.shared.successes);
             if successes.len() > 1024 {
@@ -43,6 +50,7 @@ impl<S: Store + Clone> Coalesced<S> {
                 .or_insert_with(|| Unwritten::new(now));
             counted.n = counted.n.saturating_add(1);
             counted.last = now;
+            counted.pacing = Some(pacing);
             counted.schedule()
         };
         if schedule {
@@ -151,6 +159,9 @@ pub(super) struct Unwritten {
     written: Instant,
     /// When the last of them was counted.
     last: Instant,
+    /// The pacing the last of an origin's successes was counted under
+    /// (`None` for deposits).
+    pacing: Option<PacingConfig>,
     /// Whether a write of them is scheduled: one at a time, and always one
     /// while any is left (a count, or a failed write putting its counts
     /// back, schedules one unless this is set).
@@ -163,6 +174,7 @@ impl Unwritten {
             n: 0,
             written: now,
             last: now,
+            pacing: None,
             scheduled: false,
         }
     }
@@ -198,8 +210,9 @@ enum Flush {
 
 /// Counts a [`PutBack`] took for a write.
 pub(super) enum Taken<'a> {
-    /// An origin's successes, and when the last of them was counted.
-    Successes(&'a str, Instant),
+    /// An origin's successes, when the last of them was counted, and the
+    /// pacing they were counted under.
+    Successes(&'a str, Instant, Option<PacingConfig>),
     Deposits,
 }
 
@@ -222,13 +235,14 @@ impl<S: Store + Clone> Drop for PutBack<'_, S> {
         }
         let shared = &self.store.shared;
         let retry = match self.what {
-            Taken::Successes(origin, at) => {
+            Taken::Successes(origin, at, pacing) => {
                 let mut successes = lock(&shared.successes);
                 let counted = successes
                     .entry(origin.to_owned())
                     .or_insert_with(|| Unwritten::new(at));
                 counted.n = counted.n.saturating_add(self.n);
                 counted.last = counted.last.max(at);
+                counted.pacing = counted.pacing.or(pacing);
                 (!self.refused && counted.schedule()).then(|| Flush::Successes(origin.to_owned()))
             }
             Taken::Deposits => {

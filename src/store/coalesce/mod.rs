@@ -25,6 +25,8 @@ use crate::util::lock;
 
 mod counted;
 mod queue;
+#[cfg(test)]
+mod tests;
 
 use counted::{Deposits, Unwritten};
 use queue::{IfAbandoned, OriginQueue};
@@ -235,7 +237,7 @@ impl<S: Store + Clone> Store for Coalesced<S> {
                 Ok(closed) => Ok(closed),
                 Err(_) => {
                     // Not lost: counted, and written with the next write.
-                    self.count_success(origin);
+                    self.count_success(origin, pacing);
                     Ok(None)
                 }
             };
@@ -246,7 +248,7 @@ impl<S: Store + Clone> Store for Coalesced<S> {
             // kept (a write per answer would cost a round trip per
             // success); an exhausted one (`Exhausted`) is written all the
             // same.
-            self.count_success(origin);
+            self.count_success(origin, pacing);
             return Ok(None);
         }
         // Its times count from the answer, not from when it is applied.

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use super::Coalesced;
 use super::counted::{PutBack, Taken};
-use crate::origin::OriginState;
+use crate::origin::{OriginState, Outcome};
 use crate::store::{Now, Store, StoreError};
 use crate::util::lock;
 
@@ -133,10 +133,10 @@ impl<S: Store + Clone> Coalesced<S> {
         force_flush: bool,
         batch: Vec<Queued>,
     ) -> (Vec<Queued>, Result<(), StoreError>) {
-        let (pending, last_success) = self.take_successes(origin, force_flush);
+        let (pending, last_success, pacing) = self.take_successes(origin, force_flush);
         let mut unwritten = PutBack {
             store: self,
-            what: Taken::Successes(origin, last_success),
+            what: Taken::Successes(origin, last_success, pacing),
             n: pending,
             refused: false,
         };
@@ -156,8 +156,15 @@ impl<S: Store + Clone> Coalesced<S> {
                 // period's last success bounds how long the server
                 // admitted, which spreads the batches.)
                 let answered = now.time().saturating_sub(before(last_success));
+                // Under the pacing they were counted with: a pace they
+                // raise stays within a declared quota.
                 for _ in 0..pending {
-                    state.on_success(answered);
+                    match pacing {
+                        Some(cfg) => {
+                            let _ = state.observe(cfg, answered, Outcome::Admitted);
+                        }
+                        None => state.on_success(answered),
+                    }
                 }
                 for queued in lock(&ops).iter_mut() {
                     if queued.progress.apply() {

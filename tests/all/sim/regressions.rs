@@ -164,3 +164,11 @@ fn nothing_is_left_reserved_seed_426() {
 fn a_declared_bucket_of_one_is_not_raised_seed_5155() {
     assert_seed(5155);
 }
+
+/// Successes a coalescing store counted were written without the policy:
+/// they raised a declared bucket of 1 per 500 ms, whose next slot then
+/// came early.
+#[test]
+fn counted_successes_do_not_raise_a_declared_bucket_seed_9893() {
+    assert_seed(9893);
+}
