@@ -6,6 +6,7 @@ use super::*;
 
 mod declared;
 mod gate;
+mod instants;
 mod known;
 mod pace;
 mod quiet;

@@ -107,3 +107,21 @@ fn a_spent_answer_applied_late_holds_seed_1834() {
 fn the_earliest_time_named_for_a_reset_instant_is_the_servers_seed_362() {
     assert_seed(362);
 }
+
+/// Discord-like bucket (2, one every 125 ms, resets in milliseconds): two
+/// spent answers 57 ms apart as received named different units' instants;
+/// merged as one window's reset, the earlier held, and a request left 1 ms
+/// before the later.
+#[test]
+fn a_buckets_next_units_in_milliseconds_are_different_instants_seed_1513() {
+    assert_seed(1513);
+}
+
+/// IETF bucket (10, one every 6 s, stated as 10 per 60 s), answers ~3 s
+/// late: a spent answer to a request sent before the renewal named an
+/// instant after it; dropped as an earlier window's, a request left 3 s
+/// before it.
+#[test]
+fn a_spent_answer_naming_an_instant_after_the_renewal_holds_seed_151() {
+    assert_seed(151);
+}
