@@ -12,6 +12,7 @@ mod pace;
 mod quiet;
 mod quota;
 mod renewal;
+mod restart;
 mod slots;
 mod spent;
 mod status;

@@ -125,3 +125,11 @@ fn a_buckets_next_units_in_milliseconds_are_different_instants_seed_1513() {
 fn a_spent_answer_naming_an_instant_after_the_renewal_holds_seed_151() {
     assert_seed(151);
 }
+
+/// A declared bucket beside GitHub-like answers: a queue restarted behind
+/// slots booked further ahead kept their time as counted off, and its own
+/// slots, before it, stayed reserved after the last task.
+#[test]
+fn a_restarted_queues_slots_are_not_left_reserved_seed_426() {
+    assert_seed(426);
+}
