@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::gate::Closing;
-use super::quota::Size;
+use super::quota::{Size, StatedReset};
 use super::{OriginState, Outcome, PacingConfig};
 
 /// A stated quota's size, when the answer gave one.
@@ -134,10 +134,12 @@ impl OriginState {
     ) {
         self.on_success_under(cfg, now);
         self.period.stated = true;
-        if self
-            .quota
-            .earlier_window(sent, answered.saturating_add(reset_in))
-        {
+        let stated = StatedReset {
+            at: answered.saturating_add(reset_in),
+            from_send: sent.saturating_add(reset_in),
+            reset_in,
+        };
+        if self.quota.earlier_window(sent, stated) {
             // An earlier window's last answer.
             return;
         }
@@ -148,14 +150,12 @@ impl OriginState {
             // same window's reset, the earlier bounds it more closely
             // (servers round theirs up): a later one would drift each
             // window's start.
-            let reset = self
-                .quota
-                .closest_reset(now, answered.saturating_add(reset_in));
-            if cfg.gate
-                && self
-                    .quota
-                    .on_exhausted(sent, reset.min(answered.saturating_add(cfg.max_gate)))
-            {
+            let reset = self.quota.closest_reset(now, stated);
+            let capped = StatedReset {
+                at: reset.min(answered.saturating_add(cfg.max_gate)),
+                ..stated
+            };
+            if cfg.gate && self.quota.on_exhausted(sent, capped) {
                 self.quota.spent(answered, cfg.max_gate);
                 self.quota_spent();
             }
@@ -165,20 +165,18 @@ impl OriginState {
         // stating the same window's reset, the earlier bounds it more
         // closely. A spent quota tells no task to wait (it is not a
         // pushback), so the earlier one holds.
-        let reset = self
-            .quota
-            .closest_reset(now, answered.saturating_add(reset_in));
+        let reset = self.quota.closest_reset(now, stated);
         self.hold(cfg, now, answered, Some(reset));
         // The quota is spent until then. Known here even where the answers
         // that stated it were not (a shared store keeps only the spent
         // one): batches are then not booked ahead of the reset, where they
         // would be lost. (An answer of an earlier window leaves a later
         // one's quota alone.)
-        if cfg.gate
-            && self
-                .quota
-                .on_exhausted(sent, reset.min(answered.saturating_add(cfg.max_gate)))
-        {
+        let capped = StatedReset {
+            at: reset.min(answered.saturating_add(cfg.max_gate)),
+            ..stated
+        };
+        if cfg.gate && self.quota.on_exhausted(sent, capped) {
             self.quota.spent(answered, cfg.max_gate);
             self.quota_spent();
         }

@@ -37,7 +37,10 @@ impl Pace {
     /// down, and the queue restarts (slots of the one before are void).
     pub(super) fn unpace(&mut self, at: Duration) {
         self.mode = Mode::Unpaced;
-        self.settled = self.settled.max(self.next_slot);
+        // Nothing of the new queue is counted off yet (the old one's
+        // confirmations carry its number and are void): a settled time
+        // kept from it would swallow the new queue's, left reserved.
+        self.settled = Duration::ZERO;
         self.reserved = 0;
         self.queue = self.queue.wrapping_add(1);
         self.next_slot = at;

@@ -98,7 +98,10 @@ impl Pace {
             // A new queue behind the probe: the slots of the one before are
             // void (their tasks find so when their time comes, and ask
             // again), so none of them leaves without a probe ahead.
-            self.settled = self.settled.max(self.next_slot);
+            // Nothing of the new queue is counted off yet (the old one's
+            // confirmations carry its number and are void): a settled time
+            // kept from it would swallow the new queue's, left reserved.
+            self.settled = Duration::ZERO;
             self.reserved = 0;
             self.queue = self.queue.wrapping_add(1);
             self.next_slot = gate;

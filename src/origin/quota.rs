@@ -18,7 +18,8 @@
 //! store, GitHub's primary limit), so the server's reset comes later than
 //! the guess by at least the way there. The window's first statement
 //! replaces the guess, later or earlier; only then do two statements of the
-//! window bound it together (the earlier wins).
+//! window bound it together (the earlier wins, when it can name the same
+//! instant: not before the later one's instant counted from its send).
 
 use std::time::Duration;
 
@@ -64,6 +65,41 @@ pub(super) struct Quota {
 pub(super) struct Size {
     pub(super) limit: u64,
     pub(super) window: Option<Duration>,
+}
+
+/// A reset an answer stated: where it names the server's instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct StatedReset {
+    /// Counted from the answer's receipt (perhaps capped): at or after the
+    /// server's instant.
+    pub(super) at: Duration,
+    /// Counted from its request's send: the server decided no earlier, so
+    /// its instant is no earlier than this less its rounding.
+    pub(super) from_send: Duration,
+    /// The time the answer stated, as the header gave it.
+    pub(super) reset_in: Duration,
+}
+
+impl StatedReset {
+    /// The earliest the server's instant can be, for the precision the
+    /// reset was given in (whole seconds, or a finer unit: a server rounds
+    /// up by less than its unit). A value in no round unit was counted
+    /// from our clock (an absolute reset): taken as exact, which only
+    /// keeps more resets apart.
+    pub(super) fn earliest(&self) -> Duration {
+        let unit = [1_000, 100, 10, 1]
+            .into_iter()
+            .map(Duration::from_millis)
+            .find(|unit| self.reset_in.as_nanos().is_multiple_of(unit.as_nanos()))
+            .unwrap_or(Duration::ZERO);
+        self.from_send.saturating_sub(unit)
+    }
+
+    /// The earliest the server's instant can be for a server rounding to
+    /// whole seconds, whatever unit the value seems to be in.
+    pub(super) fn earliest_whole_seconds(&self) -> Duration {
+        self.from_send.saturating_sub(Duration::from_secs(1))
+    }
 }
 
 /// What the quota says of a task asking to send.
@@ -241,24 +277,35 @@ impl Quota {
         self.left == 0 && (left > 0 || !same_window)
     }
 
-    /// Whether an answer to a request sent at `sent` that states the reset
-    /// `at` speaks of an earlier window: its request left before the
-    /// current window opened, and it states another reset than the current
+    /// Whether an answer to a request sent at `sent` that states `reset`
+    /// speaks of an earlier window: its request left before the current
+    /// window opened, and it states another reset than the current
     /// window's. Answers to requests that left at nearly the same time may
     /// be applied in another order than they left (a shared store applies
     /// each after its own round trip): one stating the current window's
-    /// reset is of that window.
-    pub(super) fn earlier_window(&self, sent: Duration, at: Duration) -> bool {
-        sent < self.opened && (self.guessed || at.abs_diff(self.until) >= TUNING.same_window)
+    /// reset is of that window. Nor is an answer an earlier window's when
+    /// the instant it names, counted from its request's send, comes after
+    /// the renewal that opened the current window (a bucket modelled as a
+    /// window: its spent answer names the next unit, after the renewal,
+    /// however late it arrives): an earlier window ended by then.
+    pub(super) fn earlier_window(&self, sent: Duration, reset: StatedReset) -> bool {
+        let after_renewal = self.guessed && reset.earliest_whole_seconds() > self.opened;
+        sent < self.opened
+            && !after_renewal
+            && (self.guessed || reset.at.abs_diff(self.until) >= TUNING.same_window)
     }
 
     /// Of two answers stating the same window's reset, the earlier bounds
     /// it more closely: `reset`, or the known reset when that is earlier.
-    pub(super) fn closest_reset(&self, now: Duration, reset: Duration) -> Duration {
-        if self.same_window(now, reset) {
-            reset.min(self.until)
+    /// Two resets less than [`same_window`](TUNING) apart are different
+    /// instants all the same when the known one comes before the earliest
+    /// the new answer's instant can be (a bucket refilling every 125 ms
+    /// names a new instant each unit, in milliseconds).
+    pub(super) fn closest_reset(&self, now: Duration, reset: StatedReset) -> Duration {
+        if self.same_window(now, reset.at) && self.until >= reset.earliest() {
+            reset.at.min(self.until)
         } else {
-            reset
+            reset.at
         }
     }
 
@@ -272,8 +319,9 @@ impl Quota {
     /// next unit once spent. It is the server's time for the next request.
     /// Answers to requests sent before this one are older news: a count
     /// left in them was spent since.
-    pub(super) fn on_exhausted(&mut self, sent: Duration, at: Duration) -> bool {
-        if self.earlier_window(sent, at) {
+    pub(super) fn on_exhausted(&mut self, sent: Duration, reset: StatedReset) -> bool {
+        let at = reset.at;
+        if self.earlier_window(sent, reset) {
             return false;
         }
         if std::mem::take(&mut self.guessed) {

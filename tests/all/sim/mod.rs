@@ -126,7 +126,10 @@ fn seeds() {
         if violations.is_empty() {
             continue;
         }
-        let known = OPEN.iter().find(|(open, _)| *open == seed).map(|(_, why)| *why);
+        let known = OPEN
+            .iter()
+            .find(|(open, _)| *open == seed)
+            .map(|(_, why)| *why);
         for v in &violations {
             let seeds = by_check.entry(v.check).or_default();
             if seeds.last() != Some(&seed) {

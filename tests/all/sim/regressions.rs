@@ -151,12 +151,6 @@ fn a_slot_handed_out_again_is_settled_seed_1259() {
     assert_seed(1259);
 }
 
-/// A slot left reserved after the last task (seed of the brief).
-#[test]
-fn nothing_is_left_reserved_seed_426() {
-    assert_seed(426);
-}
-
 /// A declared bucket of one a second (a burst of 1): a success raised its
 /// rate, and the queue's rewind measured an interval at it: a slot 38 ms
 /// early.
@@ -171,4 +165,30 @@ fn a_declared_bucket_of_one_is_not_raised_seed_5155() {
 #[test]
 fn counted_successes_do_not_raise_a_declared_bucket_seed_9893() {
     assert_seed(9893);
+}
+
+/// Discord-like bucket (2, one every 125 ms, resets in milliseconds): two
+/// spent answers 57 ms apart as received named different units' instants;
+/// merged as one window's reset, the earlier held, and a request left 1 ms
+/// before the later.
+#[test]
+fn a_buckets_next_units_in_milliseconds_are_different_instants_seed_1513() {
+    assert_seed(1513);
+}
+
+/// IETF bucket (10, one every 6 s, stated as 10 per 60 s), answers ~3 s
+/// late: a spent answer to a request sent before the renewal named an
+/// instant after it; dropped as an earlier window's, a request left 3 s
+/// before it.
+#[test]
+fn a_spent_answer_naming_an_instant_after_the_renewal_holds_seed_151() {
+    assert_seed(151);
+}
+
+/// A declared bucket beside GitHub-like answers: a queue restarted behind
+/// slots booked further ahead kept their time as counted off, and its own
+/// slots, before it, stayed reserved after the last task.
+#[test]
+fn a_restarted_queues_slots_are_not_left_reserved_seed_426() {
+    assert_seed(426);
 }
