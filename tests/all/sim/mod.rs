@@ -39,7 +39,40 @@ const DEFAULT_SEEDS: u64 = 400;
 /// pinned as an ignored test in `regressions.rs`): a plain run prints
 /// them and does not fail on them. Any other failing seed fails the run.
 /// Empty when nothing is known open.
-const OPEN: &[(u64, &str)] = &[];
+const OPEN: &[(u64, &str)] = &[
+    (58, DECLARED_BEHIND_A_SLOW_STORE),
+    (99, DECLARED_BEHIND_A_SLOW_STORE),
+    (145, DECLARED_BEHIND_A_SLOW_STORE),
+    (279, DECLARED_BEHIND_A_SLOW_STORE),
+    (300, DECLARED_BEHIND_A_SLOW_STORE),
+    (369, DECLARED_BEHIND_A_SLOW_STORE),
+    (370, DECLARED_BEHIND_A_SLOW_STORE),
+    (420, DECLARED_BEHIND_A_SLOW_STORE),
+    (441, DECLARED_BEHIND_A_SLOW_STORE),
+    (627, DECLARED_BEHIND_A_SLOW_STORE),
+    (804, DECLARED_BEHIND_A_SLOW_STORE),
+    (913, DECLARED_BEHIND_A_SLOW_STORE),
+    (1048, DECLARED_BEHIND_A_SLOW_STORE),
+    (1134, DECLARED_BEHIND_A_SLOW_STORE),
+    (1595, DECLARED_BEHIND_A_SLOW_STORE),
+    (1708, DECLARED_BEHIND_A_SLOW_STORE),
+    (1769, DECLARED_BEHIND_A_SLOW_STORE),
+    (1887, DECLARED_BEHIND_A_SLOW_STORE),
+    (1913, DECLARED_BEHIND_A_SLOW_STORE),
+    (1951, DECLARED_BEHIND_A_SLOW_STORE),
+];
+
+/// The one open defect the simulation knows (seeds 0–1999): behind a store
+/// whose calls take 5–250 ms, a declared quota's slots are spaced, its
+/// sends are not: each leaves when its confirmation's round trip ends, so
+/// two sends of consecutive slots can be closer than the declared `per`
+/// (seed 1951: slots 630 ms and 1.15 s, sends 756 ms and 1.222 s, under 1
+/// per 500 ms). Learning the lateness at the settle fixed 2 of 20 (the
+/// slots are booked before the first send); a fix needs the store's round
+/// trip known when a slot is booked, or a confirmation that records the
+/// send atomically.
+const DECLARED_BEHIND_A_SLOW_STORE: &str =
+    "a declared quota's sends closer than its slots behind a slow store";
 
 /// What `seed` broke (a panic of the run itself included).
 pub(crate) fn failures(seed: u64) -> Vec<Violation> {
