@@ -192,3 +192,43 @@ fn a_spent_answer_naming_an_instant_after_the_renewal_holds_seed_151() {
 fn a_restarted_queues_slots_are_not_left_reserved_seed_426() {
     assert_seed(426);
 }
+
+// Open findings of a 100,000-seed run (in-memory store, no latency), to
+// be fixed: each fails today.
+
+/// A stated fixed window (express-rate-limit-like): told 9 left, then 10
+/// went into that window.
+#[test]
+#[ignore = "open: a stated window overspent by one with an in-memory store"]
+fn a_stated_window_is_not_overspent_seed_4957() {
+    assert_seed(4957);
+}
+
+/// A stated fixed window: told 1 left, then 2 went into it.
+#[test]
+#[ignore = "open: a stated window overspent by one with an in-memory store"]
+fn a_stated_window_is_not_overspent_seed_7306() {
+    assert_seed(7306);
+}
+
+/// A send 0.2 s before a spent quota's reset another task was told 3 ms
+/// earlier.
+#[test]
+#[ignore = "open: a send before a spent quota's reset with an in-memory store"]
+fn a_spent_quotas_reset_is_not_anticipated_seed_11278() {
+    assert_seed(11278);
+}
+
+/// A send at 1.025 s before a spent quota's reset of 12 s told at 83 ms.
+#[test]
+#[ignore = "open: a send before a spent quota's reset with an in-memory store"]
+fn a_spent_quotas_reset_is_not_anticipated_seed_20126() {
+    assert_seed(20126);
+}
+
+/// A declared bucket (10 per 6 s) overspent with an in-memory store.
+#[test]
+#[ignore = "open: a declared bucket overspent with an in-memory store"]
+fn a_declared_bucket_is_not_overspent_seed_7629() {
+    assert_seed(7629);
+}
