@@ -42,13 +42,10 @@ fn a_buckets_next_unit_in_milliseconds_is_not_merged_with_the_last() {
     assert!(!admitted_now(&mut o, ms(470)));
 }
 
-#[test]
-fn a_spent_answer_naming_an_instant_after_the_renewal_holds() {
-    // IETF bucket of 10, one back every 6 s, stated as 10 per 60 s
-    // (simulation seed 151): renewed in full at 2 s; the answer to a
-    // request sent at 30 ms, received 2 s late, says spent for 6 s (from
-    // 6.03 s at the earliest: after the renewal). It was dropped as an
-    // earlier window's, and a request left at 3 s.
+/// An IETF bucket of 10 stated as 10 per 60 s: two requests at 20 and 30
+/// ms, their window spent for 1 s, renewed in full at 2 s (one request
+/// then); its window.
+fn renewed_at_two_seconds() -> (OriginState, Option<Duration>) {
     let window = Some(ms(60_000));
     let mut o = OriginState::new(ms(0));
     o.observe(
@@ -67,6 +64,17 @@ fn a_spent_answer_naming_an_instant_after_the_renewal_holds() {
     assert!(admitted_now(&mut o, ms(30)));
     o.observe(ON, ms(1000), exhausted(ms(1000), window, ms(980)));
     assert!(admitted_now(&mut o, ms(2000)));
+    (o, window)
+}
+
+#[test]
+fn a_spent_answer_naming_an_instant_after_the_renewal_holds() {
+    // IETF bucket of 10, one back every 6 s, stated as 10 per 60 s
+    // (simulation seed 151): renewed in full at 2 s; the answer to a
+    // request sent at 30 ms, received 2 s late, says spent for 6 s (from
+    // 6.03 s at the earliest: after the renewal). It was dropped as an
+    // earlier window's, and a request left at 3 s.
+    let (mut o, window) = renewed_at_two_seconds();
     o.observe(ON, ms(2050), exhausted(ms(6000), window, ms(2020)));
     assert!(!admitted_now(&mut o, ms(3000)));
     assert_eq!(o.gate_in(ms(3000)), Some(ms(5050)));
@@ -78,24 +86,7 @@ fn an_earlier_windows_spent_answer_still_changes_nothing() {
     // The same window, the late answer naming an instant before the
     // renewal (spent for 1 s from its send at 30 ms): the renewed window
     // keeps its units.
-    let window = Some(ms(60_000));
-    let mut o = OriginState::new(ms(0));
-    o.observe(
-        ON,
-        ms(10),
-        Outcome::Quota {
-            remaining: 2,
-            reset_in: ms(50_000),
-            limit: Some(10),
-            window,
-            sent_ago: ms(5),
-            tokens: None,
-        },
-    );
-    assert!(admitted_now(&mut o, ms(20)));
-    assert!(admitted_now(&mut o, ms(30)));
-    o.observe(ON, ms(1000), exhausted(ms(1000), window, ms(980)));
-    assert!(admitted_now(&mut o, ms(2000)));
+    let (mut o, window) = renewed_at_two_seconds();
     o.observe(ON, ms(2050), exhausted(ms(1000), window, ms(2020)));
     assert!(admitted_now(&mut o, ms(3000)));
 }

@@ -47,20 +47,17 @@ async fn a_last_attempt_behind_a_silent_gate_retries_within_its_deadline() {
     assert!(gap >= Duration::from_millis(1000), "retried after {gap:?}");
 }
 
-/// On the paused clock, exactly: the gate's hold is a second; the wait
-/// behind the queue (50 ms for a task with attempts to spare) would end
-/// past the deadline less the send reserve (1.12 s − 100 ms). The retry
-/// leaves within it, at or after the gate's reopening.
-#[tokio::test(start_paused = true)]
-async fn no_wait_behind_the_queue_ends_past_the_deadline_less_the_reserve() {
-    let policy = exact().max_attempts(3);
-    let middleware = reqwest_backpressure::RetryAfterMiddleware::new(policy);
+/// A bare `429`, then `200`s, on the paused clock, under `max_attempts`
+/// and a deadline: the task's answer and when the retry arrived (since
+/// the first send).
+async fn retried_after_a_bare_429(max_attempts: u32, deadline: Duration) -> (u32, Duration) {
+    let policy = exact().max_attempts(max_attempts);
+    let middleware = RetryAfterMiddleware::new(policy);
     let (client, arrivals) = offline(middleware, |i| if i == 0 { 429 } else { 200 });
     let start = tokio::time::Instant::now();
-    let deadline = Duration::from_millis(1120);
     let resp = client
         .get(URL)
-        .with_extension(reqwest_backpressure::Deadline::after(deadline))
+        .with_extension(Deadline::after(deadline))
         .send()
         .await
         .unwrap();
@@ -68,11 +65,21 @@ async fn no_wait_behind_the_queue_ends_past_the_deadline_less_the_reserve() {
     assert_eq!((resp.status().as_u16(), stop_code(&resp)), (200, None));
     let seen: Vec<Duration> = arrivals.entries().iter().map(|a| a.at - start).collect();
     assert_eq!(seen.len(), 2, "{seen:?}");
+    (report(&resp).attempts(), seen[1])
+}
+
+/// On the paused clock, exactly: the gate's hold is a second; the wait
+/// behind the queue (50 ms for a task with attempts to spare) would end
+/// past the deadline less the send reserve (1.12 s − 100 ms). The retry
+/// leaves within it, at or after the gate's reopening.
+#[tokio::test(start_paused = true)]
+async fn no_wait_behind_the_queue_ends_past_the_deadline_less_the_reserve() {
+    let deadline = Duration::from_millis(1120);
+    let (_, retry) = retried_after_a_bare_429(3, deadline).await;
     let reserve = Duration::from_millis(100);
     assert!(
-        seen[1] >= Duration::from_secs(1) && seen[1] <= deadline - reserve,
-        "the retry left at {:?}",
-        seen[1]
+        retry >= Duration::from_secs(1) && retry <= deadline - reserve,
+        "the retry left at {retry:?}"
     );
 }
 
@@ -80,26 +87,11 @@ async fn no_wait_behind_the_queue_ends_past_the_deadline_less_the_reserve() {
 /// second behind the queue is trimmed to what the deadline allows.
 #[tokio::test(start_paused = true)]
 async fn a_last_attempt_waits_behind_the_queue_only_as_the_deadline_allows() {
-    let policy = exact().max_attempts(2);
-    let middleware = reqwest_backpressure::RetryAfterMiddleware::new(policy);
-    let (client, arrivals) = offline(middleware, |i| if i == 0 { 429 } else { 200 });
-    let start = tokio::time::Instant::now();
-    let deadline = Duration::from_millis(1300);
-    let resp = client
-        .get(URL)
-        .with_extension(reqwest_backpressure::Deadline::after(deadline))
-        .send()
-        .await
-        .unwrap();
-
-    assert_eq!((resp.status().as_u16(), stop_code(&resp)), (200, None));
-    assert_eq!(report(&resp).attempts(), 2);
-    let seen: Vec<Duration> = arrivals.entries().iter().map(|a| a.at - start).collect();
-    assert_eq!(seen.len(), 2, "{seen:?}");
+    let (attempts, retry) = retried_after_a_bare_429(2, Duration::from_millis(1300)).await;
+    assert_eq!(attempts, 2);
     assert!(
-        seen[1] >= Duration::from_secs(1) && seen[1] <= Duration::from_millis(1200),
-        "the retry left at {:?}",
-        seen[1]
+        retry >= Duration::from_secs(1) && retry <= Duration::from_millis(1200),
+        "the retry left at {retry:?}"
     );
 }
 
