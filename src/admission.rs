@@ -15,7 +15,6 @@ use std::time::Duration;
 use crate::budget::{BudgetState, RetryBudget};
 use crate::origin::{Admission, OriginState, Outcome, PacingConfig, Reservation, Spent, Within};
 use crate::store::{Now, Store, StoreError};
-use crate::util::Detached;
 
 /// A paced slot an admission reserved, and on which of the store's states
 /// (a store failing over reserves on its stand-in).
@@ -47,28 +46,6 @@ pub(crate) struct Admitted {
     pub(crate) spent: Option<Spent>,
     /// Whether the store's stand-in state gave it (see [`Slot`]).
     pub(crate) on_fallback: bool,
-}
-
-impl Admitted {
-    /// Gives back what this admission reserved or spent, its task gone
-    /// before it sent; `None` when it holds nothing.
-    pub(crate) fn give_back<S: Store>(self, store: Arc<S>, origin: String) -> Option<Detached> {
-        let on_fallback = self.on_fallback;
-        let back: Detached = match (self.admission, self.spent) {
-            (Admission::SlotReserved(_, reservation), _) => Box::pin(async move {
-                let slot = Slot {
-                    reservation,
-                    on_fallback,
-                };
-                let _ = release(&*store, &origin, slot).await;
-            }),
-            (_, Some(spent)) => Box::pin(async move {
-                let _ = give_back(&*store, &origin, spent, on_fallback).await;
-            }),
-            _ => return None,
-        };
-        Some(back)
-    }
 }
 
 /// A task asks to send to `origin` (spending `cost` of its quota in cost

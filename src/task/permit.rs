@@ -13,9 +13,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::admission::{self, Slot};
+use crate::admission::{self, Admitted, Slot};
 use crate::budget::RetryBudget;
-use crate::origin::Spent;
+use crate::origin::{Admission, Spent};
 use crate::store::{Store, StoreError};
 use crate::util::detach;
 
@@ -70,6 +70,26 @@ impl<'a, S: Store> Permit<'a, S> {
     pub(crate) fn with_spent(mut self, origin: &str, spent: Spent, on_fallback: bool) -> Self {
         self.held().spent = Some((origin.to_owned(), spent, on_fallback));
         self
+    }
+
+    /// Holds what `admitted` reserved at `origin`: its slot, or what an
+    /// admission to send at once spent.
+    pub(crate) fn with_admitted(self, origin: &str, admitted: &Admitted) -> Self {
+        let on_fallback = admitted.on_fallback;
+        let permit = match admitted.admission {
+            Admission::SlotReserved(_, reservation) => self.with_slot(
+                origin,
+                Slot {
+                    reservation,
+                    on_fallback,
+                },
+            ),
+            _ => self,
+        };
+        match admitted.spent {
+            Some(spent) => permit.with_spent(origin, spent, on_fallback),
+            None => permit,
+        }
     }
 
     /// Holds a retry token withdrawn from `budget`.

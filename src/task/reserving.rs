@@ -16,22 +16,23 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 
 use super::Task;
+use super::permit::Permit;
 use crate::admission::{self, Admitted};
 use crate::budget::RetryBudget;
 use crate::origin::{PacingConfig, Within};
 use crate::planner::StoreFault;
 use crate::store::{Store, StoreError};
-use crate::util::{Detached, detach};
+use crate::util::detach;
 
 /// A store call answering `T`, boxed.
 type Call<T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send>>;
 
 /// A store call answering `T`, and what gives back what `T` reserved
-/// when nobody is left to take it.
+/// when nobody is left to take it (a [`Permit`] holding it, dropped).
 pub(super) struct Reserving<T, G>
 where
     T: Send + 'static,
-    G: FnOnce(T) -> Option<Detached> + Send + 'static,
+    G: FnOnce(T) + Send + 'static,
 {
     call: Option<Call<T>>,
     give_back: Option<G>,
@@ -43,7 +44,7 @@ where
 impl<T, G> Reserving<T, G>
 where
     T: Send + 'static,
-    G: FnOnce(T) -> Option<Detached> + Send + 'static,
+    G: FnOnce(T) + Send + 'static,
 {
     /// `call`, whose update reads `abandoned`; `give_back` is handed its
     /// answer if it comes when nobody is left to take it.
@@ -64,14 +65,14 @@ where
 impl<T, G> Unpin for Reserving<T, G>
 where
     T: Send + 'static,
-    G: FnOnce(T) -> Option<Detached> + Send + 'static,
+    G: FnOnce(T) + Send + 'static,
 {
 }
 
 impl<T, G> Future for Reserving<T, G>
 where
     T: Send + 'static,
-    G: FnOnce(T) -> Option<Detached> + Send + 'static,
+    G: FnOnce(T) + Send + 'static,
 {
     type Output = Result<T, StoreError>;
 
@@ -88,7 +89,7 @@ where
 impl<T, G> Drop for Reserving<T, G>
 where
     T: Send + 'static,
-    G: FnOnce(T) -> Option<Detached> + Send + 'static,
+    G: FnOnce(T) + Send + 'static,
 {
     fn drop(&mut self) {
         let (Some(call), Some(give_back)) = (self.call.take(), self.give_back.take()) else {
@@ -96,10 +97,8 @@ where
         };
         self.abandoned.store(true, Ordering::Release);
         detach(Box::pin(async move {
-            if let Ok(answer) = call.await
-                && let Some(back) = give_back(answer)
-            {
-                back.await;
+            if let Ok(answer) = call.await {
+                give_back(answer);
             }
         }));
     }
@@ -113,8 +112,7 @@ impl<S: Store> Task<'_, S> {
         &self,
         pacing: PacingConfig,
         within: Within,
-    ) -> Option<Reserving<Admitted, impl FnOnce(Admitted) -> Option<Detached> + Send + 'static>>
-    {
+    ) -> Option<Reserving<Admitted, impl FnOnce(Admitted) + Send + 'static>> {
         if !pacing.gate {
             return None;
         }
@@ -125,7 +123,11 @@ impl<S: Store> Task<'_, S> {
             let (store, origin) = (Arc::clone(&store), origin.clone());
             async move { store.update_origin(&origin, step).await }
         };
-        let give_back = move |admitted: Admitted| admitted.give_back(store, origin);
+        // What it reserved is held by a permit, dropped at once: the
+        // permit's `Drop` gives it back.
+        let give_back = move |admitted: Admitted| {
+            drop(Permit::new(&store).with_admitted(&origin, &admitted));
+        };
         Some(Reserving::new(call, abandoned, give_back))
     }
 }
@@ -154,11 +156,9 @@ impl<'a, S: Store> Task<'a, S> {
         };
         let budget = *budget;
         let give_back = move |granted: bool| {
-            granted.then(|| -> Detached {
-                Box::pin(async move {
-                    let _ = admission::refund(&*store, &budget).await;
-                })
-            })
+            if granted {
+                drop(Permit::new(&store).with_token(&budget));
+            }
         };
         self.bounded(Reserving::new(call, abandoned, give_back))
             .await
