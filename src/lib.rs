@@ -125,6 +125,7 @@ mod ratelimit;
 #[cfg(feature = "redis")]
 mod redis_store;
 mod retry_after;
+mod scope;
 #[cfg(feature = "reqwest-retry")]
 mod retry_strategy;
 #[cfg(feature = "reqwest-tracing")]
@@ -147,6 +148,7 @@ pub use quota::Quota;
 #[doc(hidden)]
 pub use ratelimit::MAX_RATELIMIT_LEN;
 pub use ratelimit::{RateLimitHeaders, RateLimitHint, ResetFormat, TokenLimit, parse_reset};
+pub use scope::MAX_SCOPE_LEN;
 pub use retry_after::{Hint, InvalidReason, InvalidRetryAfter, RetryAfter, parse_retry_after};
 
 /// Test-only hooks for a deterministic simulation; not API.

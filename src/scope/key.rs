@@ -1,0 +1,90 @@
+//! How a limit is named: its origin, and its scope within the origin.
+//!
+//! A limit (a gate, a quota and a pace: one [`OriginState`](crate::origin::OriginState))
+//! is kept under one string key: `scheme://host:port` for the origin's own
+//! limit, and `scheme://host:port#scope` for the limit of one scope of it
+//! (a GitHub resource, a Discord bucket, an IETF partition, a declared
+//! scope). An origin never holds a `#` (the URL's fragment is never part of
+//! it), so the first `#` is where the scope begins. Stores keep the key as
+//! they get it; the Redis store keeps a scope's key in its origin's slot.
+
+/// The longest scope name kept, in bytes: a longer one (a hostile bucket
+/// name) is cut at a character boundary at or below it.
+pub const MAX_SCOPE_LEN: usize = 64;
+
+/// The key of `origin`'s limit in `scope` (`None`: the origin's own).
+pub(crate) fn limit_key(origin: &str, scope: Option<&str>) -> String {
+    match scope {
+        None => origin.to_owned(),
+        Some(scope) => {
+            let scope = clean(scope);
+            let mut key = String::with_capacity(origin.len() + 1 + scope.len());
+            key.push_str(origin);
+            key.push('#');
+            key.push_str(&scope);
+            key
+        }
+    }
+}
+
+/// The origin and the scope (`None`: the origin's own limit) of a limit's
+/// key.
+pub(crate) fn split(key: &str) -> (&str, Option<&str>) {
+    match key.split_once('#') {
+        Some((origin, scope)) => (origin, Some(scope)),
+        None => (key, None),
+    }
+}
+
+/// The origin of a limit's key.
+pub(crate) fn origin_of_key(key: &str) -> &str {
+    split(key).0
+}
+
+/// `scope` as a key carries it: printable ASCII but `#` and spaces (others
+/// become `_`), at most [`MAX_SCOPE_LEN`] bytes. Logs, metrics labels and
+/// store keys may show it.
+pub(crate) fn clean(scope: &str) -> String {
+    scope
+        .chars()
+        .take(MAX_SCOPE_LEN)
+        .map(|c| {
+            if c.is_ascii_graphic() && c != '#' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scope_key_splits_back_into_its_origin_and_scope() {
+        let key = limit_key("https://api.github.com:443", Some("search"));
+        assert_eq!(key, "https://api.github.com:443#search");
+        assert_eq!(
+            split(&key),
+            ("https://api.github.com:443", Some("search"))
+        );
+        let origin = limit_key("http://h:80", None);
+        assert_eq!(split(&origin), ("http://h:80", None));
+        assert_eq!(origin_of_key(&key), "https://api.github.com:443");
+    }
+
+    #[test]
+    fn a_hostile_scope_name_is_cleaned_and_bounded() {
+        let long = "é#x y\n".repeat(40);
+        let key = limit_key("http://h:80", Some(&long));
+        let (origin, scope) = split(&key);
+        assert_eq!(origin, "http://h:80");
+        let scope = scope.expect("a scope");
+        assert!(scope.len() <= MAX_SCOPE_LEN, "{}", scope.len());
+        assert!(scope.chars().all(|c| c.is_ascii_graphic() && c != '#'));
+        // A scope with `#` inside still splits at the origin's end.
+        assert_eq!(split(&limit_key("http://h:80", Some("a#b"))).1, Some("a_b"));
+    }
+}
