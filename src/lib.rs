@@ -125,9 +125,9 @@ mod ratelimit;
 #[cfg(feature = "redis")]
 mod redis_store;
 mod retry_after;
-mod scope;
 #[cfg(feature = "reqwest-retry")]
 mod retry_strategy;
+mod scope;
 #[cfg(feature = "reqwest-tracing")]
 mod span_backend;
 pub mod store;
@@ -143,13 +143,13 @@ pub use middleware::{IDEMPOTENCY_KEY, is_idempotent};
 pub use planner::{HintSource, StopReason};
 #[doc(hidden)]
 pub use policy::Limits;
-pub use policy::{Fallback, InvalidPolicy, Policy};
+pub use policy::{DEFAULT_MAX_SCOPES, Fallback, InvalidPolicy, Policy};
 pub use quota::Quota;
 #[doc(hidden)]
 pub use ratelimit::MAX_RATELIMIT_LEN;
 pub use ratelimit::{RateLimitHeaders, RateLimitHint, ResetFormat, TokenLimit, parse_reset};
-pub use scope::MAX_SCOPE_LEN;
 pub use retry_after::{Hint, InvalidReason, InvalidRetryAfter, RetryAfter, parse_retry_after};
+pub use scope::{MAX_SCOPE_LEN, Scope};
 
 /// Test-only hooks for a deterministic simulation; not API.
 #[doc(hidden)]

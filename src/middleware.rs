@@ -17,6 +17,7 @@ use crate::http_origin::origin_of;
 use crate::observe::Observer;
 use crate::planner::Planner;
 use crate::policy::{InvalidPolicy, Policy};
+use crate::scope::{Route, Scope};
 use crate::store::{MemoryStore, Store};
 use crate::task::{Contract, Shared, Task};
 use crate::util::far_future;
@@ -219,11 +220,21 @@ impl<S: Store> RetryAfterMiddleware<S> {
             // A streaming body cannot be sent twice; known before any send.
             replayable: req.body().is_none_or(|b| b.as_bytes().is_some()),
         };
+        let origin = origin_of(req.url());
+        let route = Route::of(
+            planner.policy(),
+            &self.shared.scopes,
+            &origin,
+            req.method(),
+            req.url().path(),
+            extensions.get::<Scope>(),
+        );
         let task = Task::new(
             planner,
             &self.store,
             &self.shared,
-            origin_of(req.url()),
+            origin,
+            route,
             extensions.get::<Cost>().map_or(0, Cost::units),
             deadline,
         );

@@ -15,6 +15,11 @@ pub(crate) struct Spent {
     quota: bool,
     /// Cost units.
     cost: u64,
+    /// When the windows they were spent in opened (the stated quota's, the
+    /// cost units'): given back in a later window, they would be spent
+    /// twice there.
+    quota_opened: Duration,
+    cost_opened: Duration,
 }
 
 impl OriginState {
@@ -50,6 +55,8 @@ impl OriginState {
         let spent = Spent {
             quota: self.quota.left < quota.left,
             cost: tokens.quota.left.saturating_sub(self.tokens.quota.left),
+            quota_opened: self.quota.opened,
+            cost_opened: self.tokens.quota.opened,
         };
         (spent.quota || spent.cost > 0).then_some(spent)
     }
@@ -57,10 +64,12 @@ impl OriginState {
     /// A task that was admitted to send at once gives back, at `now`, what
     /// it spent and did not send (within the windows it was spent in).
     pub(crate) fn give_back(&mut self, now: Duration, spent: Spent) {
-        if spent.quota {
+        if spent.quota && self.quota.opened == spent.quota_opened {
             self.quota.refund(now);
         }
-        self.tokens.refund(now, spent.cost);
+        if self.tokens.quota.opened == spent.cost_opened {
+            self.tokens.refund(now, spent.cost);
+        }
     }
 }
 
@@ -85,13 +94,8 @@ mod tests {
         let mut state = OriginState::new(t0);
         let (admission, spent) = state.admit_spending(cfg, t0, Within::both(LATEST), 60);
         assert_eq!(admission, Admission::Now);
-        assert_eq!(
-            spent,
-            Some(Spent {
-                quota: false,
-                cost: 60
-            })
-        );
+        let held = spent.expect("spent");
+        assert_eq!((held.quota, held.cost), (false, 60));
         // Spent and kept: the next 60 do not fit the minute.
         let mut kept = state;
         let (held, _) = kept.admit_spending(cfg, t0, Within::both(LATEST), 60);
@@ -102,6 +106,27 @@ mod tests {
         assert_eq!(
             state.admit_spending(cfg, t1, Within::both(LATEST), 60).0,
             Admission::Now
+        );
+    }
+
+    #[test]
+    fn what_was_spent_in_a_window_past_is_not_given_back_to_the_next() {
+        let cfg = declared_units();
+        let t0 = Duration::from_secs(5);
+        let mut state = OriginState::new(t0);
+        let (_, spent) = state.admit_spending(cfg, t0, Within::both(LATEST), 60);
+        let spent = spent.expect("spent");
+        // The next window: 60 more spent, then the first 60 come back late.
+        let mut t1 = t0 + Duration::from_secs(60);
+        while state.admit_spending(cfg, t1, Within::both(LATEST), 60).0 != Admission::Now {
+            t1 += Duration::from_millis(100);
+            assert!(t1 < t0 + Duration::from_secs(180), "no next window");
+        }
+        state.give_back(t1, spent);
+        let (next, _) = state.admit_spending(cfg, t1, Within::both(LATEST), 60);
+        assert!(
+            !matches!(next, Admission::Now),
+            "the window's 100 overspent: {next:?}"
         );
     }
 

@@ -69,6 +69,7 @@ pub struct Policy {
     pub(crate) quotas: Vec<(Target, Quota)>,
     pub(crate) in_flight: Vec<(Target, u32)>,
     pub(crate) first_contact: Duration,
+    pub(crate) scopes: DeclaredScopes,
 }
 
 impl Default for Policy {
@@ -133,6 +134,7 @@ impl Default for Policy {
             quotas: Vec::new(),
             in_flight: Vec::new(),
             first_contact: Duration::from_millis(500),
+            scopes: DeclaredScopes::default(),
         }
     }
 }
@@ -390,7 +392,10 @@ impl Policy {
 }
 
 mod rules;
+mod scopes;
 
 use crate::quota::{Quota, Target};
 
 pub use rules::{InvalidPolicy, Limits};
+pub use scopes::DEFAULT_MAX_SCOPES;
+pub(crate) use scopes::DeclaredScopes;

@@ -76,15 +76,22 @@ impl Policy {
             && Hint::from_headers(headers).value().is_some()
     }
 
-    /// The settings of `origin`'s gate and pace.
-    pub(crate) fn pacing_config(&self, origin: &str) -> PacingConfig {
+    /// The settings of a limit's gate and pace: the origin's, or one
+    /// scope's of it (`key` as [`limit_key`](crate::scope::key::limit_key)
+    /// writes it), with the quotas declared for it.
+    pub(crate) fn pacing_config(&self, key: &str) -> PacingConfig {
+        let (origin, scope) = crate::scope::key::split(key);
+        let declared = |units| match scope {
+            None => self.declared_quota(origin, units),
+            Some(scope) => self.scopes.quota(origin, scope, units),
+        };
         PacingConfig {
             gate: self.origin_gate,
             pace: self.origin_gate && self.pacing,
             max_gate: self.max_wait,
             first_contact: self.first_contact,
-            declared: self.declared_quota(origin, false),
-            declared_units: self.declared_quota(origin, true),
+            declared: declared(false),
+            declared_units: declared(true),
         }
     }
 
@@ -167,6 +174,9 @@ impl Policy {
                 return Err(E::Quota(why));
             }
         }
+        if let Some(why) = self.scopes.invalid() {
+            return Err(E::Scope(why));
+        }
         Ok(())
     }
 
@@ -238,6 +248,9 @@ pub enum InvalidPolicy {
     /// A declared quota cannot be used.
     #[error("invalid quota: {0}")]
     Quota(&'static str),
+    /// A declared scope cannot be used.
+    #[error("invalid scope: {0}")]
+    Scope(&'static str),
 }
 
 /// What is declared for `origin` in `declared`: for its URL, else for its

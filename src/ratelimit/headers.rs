@@ -142,6 +142,27 @@ pub struct RateLimitHeaders {
     retry_after_statuses: Vec<StatusCode>,
 }
 
+/// STUB
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Scoping {
+    pub(crate) github: bool,
+    pub(crate) discord: bool,
+    pub(crate) ietf_partitions: bool,
+}
+impl RateLimitHeaders {
+    pub(crate) fn scoping(&self) -> Scoping {
+        Scoping {
+            github: self.limits.iter().any(|l| {
+                l.remaining == Some(X_RATELIMIT_REMAINING)
+                    && l.resets.iter().any(|r| r.1 == ResetFormat::EpochSeconds)
+                    && l.resets.len() == 1
+            }),
+            discord: self.limits.iter().any(|l| l.resets.len() == 2),
+            ietf_partitions: self.ietf,
+        }
+    }
+}
+
 impl Default for RateLimitHeaders {
     fn default() -> Self {
         RateLimitHeaders::ietf()

@@ -22,5 +22,6 @@ mod ietf;
 mod reset;
 
 pub use headers::RateLimitHeaders;
+pub(crate) use headers::Scoping;
 pub use hint::{RateLimitHint, TokenLimit};
 pub use reset::{MAX_RATELIMIT_LEN, ResetFormat, parse_reset};

@@ -192,12 +192,23 @@ impl Redis {
         format!("{}lease:{{{bucket}}}:{hash}", self.prefix)
     }
 
-    pub(super) fn origin_key(&self, origin: &str) -> String {
-        format!(
-            "{}origin:{}",
-            self.prefix,
-            sha1_smol::Sha1::from(origin).digest()
-        )
+    /// The key of a limit's state: `{prefix}origin:{<hash of the origin>}`
+    /// for an origin's own, with `:<hash of the scope>` after it for a
+    /// scope's (`key` as [`limit_key`](crate::scope::key::limit_key)
+    /// writes it). Hashed: an origin or a scope's name may be long; and
+    /// the origin's hash is the hash tag, so an origin's scopes live in
+    /// its slot of a cluster.
+    pub(super) fn origin_key(&self, key: &str) -> String {
+        let (origin, scope) = crate::scope::key::split(key);
+        let origin = sha1_smol::Sha1::from(origin).digest();
+        match scope {
+            None => format!("{}origin:{{{origin}}}", self.prefix),
+            Some(scope) => format!(
+                "{}origin:{{{origin}}}:{}",
+                self.prefix,
+                sha1_smol::Sha1::from(scope).digest()
+            ),
+        }
     }
 
     pub(super) fn budget_key(&self) -> String {

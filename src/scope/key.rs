@@ -36,11 +36,6 @@ pub(crate) fn split(key: &str) -> (&str, Option<&str>) {
     }
 }
 
-/// The origin of a limit's key.
-pub(crate) fn origin_of_key(key: &str) -> &str {
-    split(key).0
-}
-
 /// `scope` as a key carries it: printable ASCII but `#` and spaces (others
 /// become `_`), at most [`MAX_SCOPE_LEN`] bytes. Logs, metrics labels and
 /// store keys may show it.
@@ -66,13 +61,9 @@ mod tests {
     fn a_scope_key_splits_back_into_its_origin_and_scope() {
         let key = limit_key("https://api.github.com:443", Some("search"));
         assert_eq!(key, "https://api.github.com:443#search");
-        assert_eq!(
-            split(&key),
-            ("https://api.github.com:443", Some("search"))
-        );
+        assert_eq!(split(&key), ("https://api.github.com:443", Some("search")));
         let origin = limit_key("http://h:80", None);
         assert_eq!(split(&origin), ("http://h:80", None));
-        assert_eq!(origin_of_key(&key), "https://api.github.com:443");
     }
 
     #[test]

@@ -1,7 +1,66 @@
-//! Scopes: the parts of an origin's traffic that a limit of its own
+//! Scopes: the parts of an origin's traffic that a limit of their own
 //! covers (a GitHub resource, a Discord bucket, an IETF partition, a
 //! declared scope), and the set of limits a request falls under.
+//!
+//! A request falls under its origin's limit (silent limiters, global
+//! limits, quotas declared for the origin) and, when it has one, under its
+//! scope's limit; it leaves when both admit it. Which scope is decided in
+//! one place, [`Route::scope`]; which limit an answer speaks for, in
+//! [`Route::answered`].
+
+use std::sync::Arc;
 
 pub(crate) mod key;
+mod map;
+mod set;
+pub(crate) mod vendor;
 
 pub use key::MAX_SCOPE_LEN;
+pub(crate) use map::ScopeMap;
+pub(crate) use set::{Answer, Answered, Origin, Route};
+
+/// Request extension: the scope of its origin the request falls under,
+/// named by the caller: a tenant, an API key, an object, any part of the
+/// traffic the server limits apart. The request leaves when its scope's
+/// limit (the quotas declared for it with
+/// [`Policy::scope_quota`](crate::Policy::scope_quota), what its answers
+/// state, its pushbacks) and its origin's limit both admit it. Its
+/// answers speak for its scope: a pushback holds the scope, not the
+/// origin. A scope a rule of the policy would give
+/// ([`Policy::scope_rule`](crate::Policy::scope_rule)) or a preset would
+/// learn gives way to this one.
+///
+/// The name is kept as printable ASCII (other characters and `#` become
+/// `_`), at most [`MAX_SCOPE_LEN`] bytes; logs and metrics may show it,
+/// so never put a secret in it.
+///
+/// ```
+/// use reqwest_backpressure::Scope;
+/// # async fn run(client: reqwest_middleware::ClientWithMiddleware) -> reqwest_middleware::Result<()> {
+/// let response = client
+///     .get("https://api.example.com/v1/reports")
+///     .with_extension(Scope::new("tenant-7"))
+///     .send()
+///     .await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Scope(Arc<str>);
+
+impl Scope {
+    /// The scope named `name` (cleaned as above; an empty name is the
+    /// scope `_`).
+    pub fn new(name: impl AsRef<str>) -> Self {
+        let cleaned = key::clean(name.as_ref());
+        if cleaned.is_empty() {
+            Scope(Arc::from("_"))
+        } else {
+            Scope(Arc::from(cleaned))
+        }
+    }
+
+    /// The scope's name, as kept.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}

@@ -42,10 +42,15 @@ impl<'a, S: Store> Task<'a, S> {
         }
     }
 
-    /// Waits until the origin admits this task: its gate is open and its
-    /// paced slot has come, within the planner's
+    /// Waits until every limit the task falls under admits it (its
+    /// origin's, then its scope's: each gate open and each paced slot
+    /// come), within the planner's
     /// [admission limit](crate::planner::Planner::admission_limit). The task's first send
     /// deposits into the retry budget, once however often it asks.
+    ///
+    /// A limit that makes the task wait makes it ask every limit again
+    /// after: what the others granted meanwhile is given back first, so the
+    /// task leaves only at a moment every limit admits it.
     ///
     /// `now`, if given, is a clock reading taken just before (the
     /// middleware's): it is used instead of reading the clock again, and
@@ -65,10 +70,87 @@ impl<'a, S: Store> Task<'a, S> {
                 now = None;
             }
         }
+        if self.route.is_none() {
+            // The origin's limit alone.
+            loop {
+                let admit = Box::pin(self.admit_limit(false, now.take()));
+                match admit.await? {
+                    Step::Go(at) | Step::Confirmed(at) => return Ok(at),
+                    Step::Again => {}
+                }
+            }
+        }
+        // Boxed: most tasks have no scope, and their futures stay small.
+        let scoped = Box::pin(self.admit_scoped(now));
+        scoped.await
+    }
+
+    /// [`admit`](Self::admit) for a task that may fall under a scope.
+    async fn admit_scoped(&mut self, now: Option<Instant>) -> Result<Instant, Halt> {
+        let mut now = now;
+        // Which limit's slot came and was confirmed in this pass (`true`:
+        // the scope's): it is not asked again.
+        let mut confirmed: Option<bool> = None;
         loop {
+            if self.rescope() {
+                confirmed = None;
+            }
+            let mut admitted = None;
+            let mut again = false;
+            for scoped in [false, true] {
+                if scoped && self.scope_key.is_none() {
+                    break;
+                }
+                if confirmed == Some(scoped) {
+                    continue;
+                }
+                // An answer while the task waited may have taught its route
+                // another scope.
+                if scoped && self.rescope() {
+                    confirmed = None;
+                    if self.scope_key.is_none() {
+                        break;
+                    }
+                }
+                match self.admit_limit(scoped, now.take()).await? {
+                    Step::Go(at) => admitted = Some(at),
+                    Step::Confirmed(at) => {
+                        confirmed = Some(scoped);
+                        admitted = Some(at);
+                        // The limits asked before it gave back what they
+                        // granted when the task began its wait.
+                        if scoped {
+                            again = true;
+                            break;
+                        }
+                    }
+                    Step::Again => {
+                        confirmed = None;
+                        again = true;
+                        break;
+                    }
+                }
+            }
+            if !again {
+                return Ok(admitted.unwrap_or_else(Instant::now));
+            }
+        }
+    }
+
+    /// Asks one limit (the origin's, or with `scoped` the scope's) to
+    /// admit the task, and waits as it answers.
+    async fn admit_limit(&mut self, scoped: bool, now: Option<Instant>) -> Result<Step, Halt> {
+        let policy = self.planner.policy();
+        let mut now = now;
+        let key = match (scoped, &self.scope_key) {
+            (true, Some(scope)) => scope.clone(),
+            _ => self.origin.clone(),
+        };
+        let key = key.as_str();
+        {
             let asked = now.take().unwrap_or_else(Instant::now);
             let limit = self.planner.admission_limit(&self.state, asked);
-            let pacing = policy.pacing_config(&self.origin);
+            let pacing = policy.pacing_config(key);
             let within = Within {
                 server: limit.latest,
                 declared: limit.declared,
@@ -77,15 +159,14 @@ impl<'a, S: Store> Task<'a, S> {
             // moment it is issued: dropped unanswered (the task dropped,
             // its deadline passed), what it reserved is given back.
             let (admitted, at_once) = if self.store.answers_at_once() {
-                let Some(admit) =
-                    admission::admit(&**self.store, &self.origin, pacing, within, self.cost)
+                let Some(admit) = admission::admit(&**self.store, key, pacing, within, self.cost)
                 else {
-                    return Ok(asked);
+                    return Ok(Step::Go(asked));
                 };
                 self.bounded_ready(admit).await
             } else {
-                let Some(admit) = self.admit_owned(pacing, within) else {
-                    return Ok(asked);
+                let Some(admit) = self.admit_owned(key, pacing, within) else {
+                    return Ok(Step::Go(asked));
                 };
                 // Boxed: the task's future keeps a pointer (this store's
                 // calls cost a round trip, not an allocation's time).
@@ -102,10 +183,10 @@ impl<'a, S: Store> Task<'a, S> {
             // What a send at once spent is the permit's until it leaves: a
             // task that stops first gives it back.
             if let Some(spent) = spent {
-                self.permit = (self.permit.take()).with_spent(&self.origin, spent, on_fallback);
+                self.permit = (self.permit.take()).with_spent(key, spent, on_fallback);
             }
             if on_fallback {
-                self.local_state(&self.origin, "admission", 0, true);
+                self.local_state(key, "admission", 0, true);
             }
             // When the store answered: its waits count from then, never
             // from when it was asked (on a store whose calls take a round
@@ -125,21 +206,19 @@ impl<'a, S: Store> Task<'a, S> {
             // would otherwise probe each time, for the whole queue, and
             // meet every overshoot of a pace still learning).
             let wait = match admission {
-                Admission::Now => return Ok(admitted()),
+                Admission::Now => return Ok(Step::Go(admitted())),
                 Admission::Reopened => {
                     if let Some(o) = self.observer() {
-                        o.on_gate_reopened(&observe::GateReopened {
-                            origin: &self.origin,
-                        });
+                        o.on_gate_reopened(&observe::GateReopened { origin: key });
                     }
-                    return Ok(admitted());
+                    return Ok(Step::Go(admitted()));
                 }
                 Admission::Refused { free_in } => {
                     return Err(self.refused(limit.reason, free_in));
                 }
                 Admission::QuotaHeld(d) => {
-                    self.gate_closed(&self.origin, d);
-                    self.waiting(None, WaitReason::Gate, d);
+                    self.gate_closed(key, d);
+                    self.waiting(Some(key), WaitReason::Gate, d);
                     d
                 }
                 Admission::GateClosed(d) => {
@@ -169,26 +248,27 @@ impl<'a, S: Store> Task<'a, S> {
                     } else {
                         d
                     };
-                    self.waiting(None, WaitReason::Gate, d);
+                    self.waiting(Some(key), WaitReason::Gate, d);
                     d
                 }
                 Admission::FirstAnswer(d) => {
                     // Until the first answer is recorded in this process,
                     // or `d` (another process may have sent the first).
                     let d = trimmed(Duration::ZERO, d, by);
-                    self.waiting(None, WaitReason::FirstAnswer, d);
+                    self.permit.give_back_spent();
+                    self.waiting(Some(key), WaitReason::FirstAnswer, d);
                     let slept = Instant::now();
                     let woken = Box::pin(self.shared.first_answer(d));
                     woken.await;
                     self.end_wait(false);
                     self.state.add_wait(slept.elapsed());
-                    continue;
+                    return Ok(Step::Again);
                 }
                 Admission::QueueAhead(d) => {
                     // Only "ask again then": asked sooner, the store
                     // answers anew within what is left.
                     let d = trimmed(Duration::ZERO, d, by_declared);
-                    self.waiting(None, WaitReason::Pace, d);
+                    self.waiting(Some(key), WaitReason::Pace, d);
                     d
                 }
                 Admission::SlotReserved(d, reservation) => {
@@ -198,12 +278,15 @@ impl<'a, S: Store> Task<'a, S> {
                         reservation,
                         on_fallback,
                     };
-                    let permit = self.permit.take().with_slot(&self.origin, slot);
+                    let permit = self.permit.take().with_slot(key, slot);
                     if ends_past(admitted(), d, by_declared) {
                         // The slot goes back with the permit.
                         return Err(self.refused(StopReason::DeadlineExhausted, d));
                     }
-                    self.waiting(None, WaitReason::Pace, d);
+                    // `permit` holds the slot; what other limits granted
+                    // is given back (`self.permit`, without the slot).
+                    self.permit.give_back_spent();
+                    self.waiting(Some(key), WaitReason::Pace, d);
                     let slept = Instant::now();
                     let sleep = Box::pin(tokio::time::sleep(d));
                     sleep.await;
@@ -222,15 +305,16 @@ impl<'a, S: Store> Task<'a, S> {
                         .map_err(Halt::Store)?;
                     self.permit = permit;
                     if gate.is_none() {
-                        return Ok(Instant::now());
+                        return Ok(Step::Confirmed(Instant::now()));
                     }
-                    continue;
+                    return Ok(Step::Again);
                 }
             };
             if ends_past(admitted(), wait, by_declared) {
                 self.end_wait(false);
                 return Err(self.refused(StopReason::DeadlineExhausted, wait));
             }
+            self.permit.give_back_spent();
             // Measured from after the store's answer, never early.
             let slept = Instant::now();
             let sleep = Box::pin(tokio::time::sleep(wait));
@@ -238,7 +322,18 @@ impl<'a, S: Store> Task<'a, S> {
             self.end_wait(false);
             self.state.add_wait(slept.elapsed());
         }
+        Ok(Step::Again)
     }
+}
+
+/// What one limit answered a task asking to send.
+enum Step {
+    /// It admits the task now (the time of admission).
+    Go(Instant),
+    /// Its slot came, and is confirmed: it admits the task now.
+    Confirmed(Instant),
+    /// The task waited for it: every limit is asked again.
+    Again,
 }
 
 impl<S: Store> Task<'_, S> {

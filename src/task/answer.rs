@@ -17,18 +17,20 @@ use crate::origin::{Outcome, Statement};
 use crate::planner::{Decision, Pushback};
 use crate::ratelimit::RateLimitHint;
 use crate::retry_after::{Hint, server_date};
+use crate::scope::{Answer, Answered, Origin, Route, key};
 use crate::store::Store;
+
+/// What [`Task::settle`] makes of an answer: its outcome and the scope its
+/// statement is of, or, for a pushback, its rate-limit headers and when it
+/// was received (boxed: the success path's result stays small).
+type Settled = Result<(Outcome, Option<String>), Box<(RateLimitHint, SystemTime)>>;
 
 impl<S: Store> Task<'_, S> {
     /// Settles an answer that is not a pushback: the attempt is over, and
     /// what the origin's shared state learns from it. A pushback: what its
     /// rate-limit headers say, and when it was received (boxed: the
     /// success path's result stays small).
-    pub(super) fn settle(
-        &mut self,
-        response: &Response,
-        sent: Instant,
-    ) -> Result<Outcome, Box<(RateLimitHint, SystemTime)>> {
+    pub(super) fn settle(&mut self, response: &Response, sent: Instant) -> Settled {
         let policy = self.planner.policy();
         // The clock is read only if a header or a pushback needs it.
         let mut received_at = None;
@@ -47,6 +49,8 @@ impl<S: Store> Task<'_, S> {
             )));
         }
         self.planner.finish(&mut self.state);
+        // The limit its statement is of: a scope's, or the origin's.
+        let scope = self.answered_scopes(response).statement;
         let (limit, window) = (rate_limit.limit(), rate_limit.window());
         let tokens = rate_limit.tokens().and_then(|t| {
             Some(Statement {
@@ -55,7 +59,7 @@ impl<S: Store> Task<'_, S> {
                 limit: t.limit(),
             })
         });
-        Ok(match (rate_limit.remaining(), rate_limit.reset()) {
+        let outcome = match (rate_limit.remaining(), rate_limit.reset()) {
             (_, Some(reset_in)) if policy.proactive_gate && rate_limit.exhausted() => {
                 Outcome::Exhausted {
                     reset_in,
@@ -74,7 +78,66 @@ impl<S: Store> Task<'_, S> {
                 tokens,
             },
             _ => Outcome::Admitted,
-        })
+        };
+        Ok((outcome, scope))
+    }
+
+    /// Which limits of the task's origin an answer speaks for (see
+    /// [`Route::answered`]): none but the origin's when no scope can apply
+    /// or a redirect led to another origin.
+    fn answered_scopes(&self, response: &Response) -> Answered {
+        let policy = self.planner.policy();
+        let scoping = policy.rate_limit_headers.scoping();
+        let max = policy.scopes.max;
+        if (self.route.is_none() && !scoping.ietf_partitions)
+            || max == 0
+            || !policy.origin_gate
+            || !same_origin(&self.origin, response.url())
+        {
+            return Answered::default();
+        }
+        let scope = self.scope_key.as_deref().and_then(|k| key::split(k).1);
+        let at = Origin {
+            map: &self.shared.scopes,
+            origin: &self.origin,
+            scoping,
+            max,
+        };
+        let answer = Answer {
+            path: response.url().path(),
+            status: response.status(),
+            headers: response.headers(),
+        };
+        Route::answered(self.route.as_deref(), scope, &at, &answer)
+    }
+
+    /// Records a success: its statement on the limit it is of (`statement`,
+    /// a scope's key, else the origin's), and on the other limits the
+    /// request fell under that it got through.
+    pub(super) async fn record_answer(
+        &self,
+        origin: Cow<'_, str>,
+        statement: Option<String>,
+        outcome: Outcome,
+    ) {
+        let mine = self.scope_key.as_deref();
+        match statement {
+            None => {
+                self.record(origin, outcome).await;
+            }
+            Some(scope) => {
+                let key = key::limit_key(&self.origin, Some(&scope));
+                self.record(origin, Outcome::Admitted).await;
+                if mine == Some(key.as_str()) {
+                    self.record(Cow::Owned(key), outcome).await;
+                    return;
+                }
+                self.record(Cow::Owned(key), outcome).await;
+            }
+        }
+        if let Some(mine) = mine {
+            self.record(Cow::Borrowed(mine), Outcome::Admitted).await;
+        }
     }
 
     /// What to do with a pushback received at `received_at`: the task's
@@ -111,11 +174,14 @@ impl<S: Store> Task<'_, S> {
         let mut decision = self
             .planner
             .plan(&mut self.state, &pushback, now, fastrand::u64(..));
-        self.record(
-            Cow::Borrowed(&*answered),
-            self.planner.origin_outcome(&pushback, &decision),
-        )
-        .await;
+        // The limit it pushes back for: its scope's, or the origin's (or a
+        // redirect's target's).
+        let held = match self.answered_scopes(&response).pushback {
+            Some(scope) => Cow::Owned(key::limit_key(&self.origin, Some(&scope))),
+            None => Cow::Borrowed(&*answered),
+        };
+        self.record(held, self.planner.origin_outcome(&pushback, &decision))
+            .await;
         if self.planner.needs_budget(&pushback, &decision) {
             let budget = &policy.retry_budget;
             let granted = self.withdraw(budget).await;

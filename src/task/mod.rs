@@ -27,6 +27,7 @@ use crate::extensions::{Attempt, IdempotencyKey};
 use crate::in_flight::{InFlight, InFlightPermit};
 use crate::observe::{self, Observer, WaitReason};
 use crate::planner::{Claim, Planner, StopReason, StoreFault, TaskState};
+use crate::scope::{Route, ScopeMap};
 use crate::store::{Store, StoreError};
 
 mod admit;
@@ -48,8 +49,15 @@ pub(crate) struct Task<'a, S: Store> {
     store: &'a Arc<S>,
     /// The middleware's observer and caps on requests in flight.
     shared: &'a Shared,
-    /// The origin the request is sent to (`scheme://host:port`).
+    /// The origin the request is sent to (`scheme://host:port`): the key
+    /// of its origin's limit.
     origin: String,
+    /// What decides the request's scope, when one may apply (boxed: most
+    /// requests have none).
+    route: Option<Box<Route>>,
+    /// The key of its scope's limit, when it falls under one (see
+    /// [`rescope`](Self::rescope)).
+    scope_key: Option<String>,
     /// What it spends of the origin's quota in cost units ([`Cost`](crate::Cost);
     /// 0: none declared).
     cost: u64,
@@ -82,6 +90,8 @@ pub(crate) struct Shared {
     first_answer: tokio::sync::Notify,
     /// How many wait so (an answer wakes nobody, at no cost, when none).
     waiting_first: std::sync::atomic::AtomicUsize,
+    /// The scopes this process learned of each origin.
+    pub(crate) scopes: ScopeMap,
 }
 
 impl Shared {
@@ -116,6 +126,7 @@ impl<'a, S: Store> Task<'a, S> {
         store: &'a Arc<S>,
         shared: &'a Shared,
         origin: String,
+        route: Option<Box<Route>>,
         cost: u64,
         deadline: Instant,
     ) -> Self {
@@ -124,6 +135,8 @@ impl<'a, S: Store> Task<'a, S> {
             store,
             shared,
             origin,
+            route,
+            scope_key: None,
             cost,
             state: TaskState::new(deadline),
             retry_at: None,
@@ -247,9 +260,9 @@ impl<'a, S: Store> Task<'a, S> {
                         // Gate, pace and logs belong to the origin that
                         // answered: after a redirect, that is not the
                         // request's.
-                        let settled = self.settle(&response, now).map(|outcome| {
+                        let settled = self.settle(&response, now).map(|(outcome, scope)| {
                             let answered = answered_by(&self.origin, response.url());
-                            Box::pin(self.record(answered, outcome))
+                            Box::pin(self.record_answer(answered, scope, outcome))
                         });
                         drop(in_flight);
                         (response, settled)
@@ -282,6 +295,21 @@ impl<'a, S: Store> Task<'a, S> {
                 self.end_wait(false);
             }
         }
+    }
+
+    /// Finds the scope the request falls under now (an answer may have
+    /// taught its route another); whether it changed.
+    fn rescope(&mut self) -> bool {
+        let Some(route) = &self.route else {
+            return false;
+        };
+        let max = self.planner.policy().scopes.max;
+        let key = route
+            .scope(&self.shared.scopes, &self.origin, max)
+            .map(|scope| crate::scope::key::limit_key(&self.origin, Some(&scope)));
+        let changed = key != self.scope_key;
+        self.scope_key = key;
+        changed
     }
 
     /// The middleware's observer, if it has one.

@@ -35,9 +35,9 @@ struct Held<'a> {
     slot: Option<(String, Slot)>,
     /// The budget a retry token was withdrawn from, until the retry leaves.
     token: Option<&'a RetryBudget>,
-    /// The origin, what an admission to send at once spent there, and on
-    /// which of the store's states, until the send leaves.
-    spent: Option<(String, Spent, bool)>,
+    /// Per limit (its key), what an admission to send at once spent there,
+    /// and on which of the store's states, until the send leaves.
+    spent: Vec<(String, Spent, bool)>,
 }
 
 impl<'a, S: Store> Permit<'a, S> {
@@ -65,11 +65,22 @@ impl<'a, S: Store> Permit<'a, S> {
         self
     }
 
-    /// Holds what an admission to send at once spent at `origin` (on the
-    /// store's stand-in state, with `on_fallback`).
-    pub(crate) fn with_spent(mut self, origin: &str, spent: Spent, on_fallback: bool) -> Self {
-        self.held().spent = Some((origin.to_owned(), spent, on_fallback));
+    /// Holds what an admission to send at once spent at the limit `key`
+    /// (on the store's stand-in state, with `on_fallback`).
+    pub(crate) fn with_spent(mut self, key: &str, spent: Spent, on_fallback: bool) -> Self {
+        self.held().spent.push((key.to_owned(), spent, on_fallback));
         self
+    }
+
+    /// Gives back what admissions to send at once spent (the task waits
+    /// for another of its limits first: it asks them all again after).
+    pub(crate) fn give_back_spent(&mut self) {
+        let Some(held) = self.held.as_deref_mut() else {
+            return;
+        };
+        for (key, spent, on_fallback) in held.spent.drain(..) {
+            give_back(self.store, key, spent, on_fallback);
+        }
     }
 
     /// Holds what `admitted` reserved at `origin`: its slot, or what an
@@ -139,11 +150,8 @@ impl<S: Store> Drop for Permit<'_, S> {
                 let _ = admission::release(&*store, &origin, slot).await;
             }));
         }
-        if let Some((origin, spent, on_fallback)) = held.spent {
-            let store = Arc::clone(self.store);
-            detach(Box::pin(async move {
-                let _ = admission::give_back(&*store, &origin, spent, on_fallback).await;
-            }));
+        for (key, spent, on_fallback) in held.spent {
+            give_back(self.store, key, spent, on_fallback);
         }
         if let Some(budget) = held.token.copied() {
             let store = Arc::clone(self.store);
@@ -152,6 +160,15 @@ impl<S: Store> Drop for Permit<'_, S> {
             }));
         }
     }
+}
+
+/// Gives back, in the background, what an admission to send at once
+/// spent at the limit `key`.
+fn give_back<S: Store>(store: &Arc<S>, key: String, spent: Spent, on_fallback: bool) {
+    let store = Arc::clone(store);
+    detach(Box::pin(async move {
+        let _ = admission::give_back(&*store, &key, spent, on_fallback).await;
+    }));
 }
 
 #[cfg(test)]

@@ -105,11 +105,12 @@ where
 }
 
 impl<S: Store> Task<'_, S> {
-    /// [`admission::admit`], owned (see [`Reserving`]): a slot or units it
+    /// [`admission::admit`] at the limit `key`, owned (see [`Reserving`]): a slot or units it
     /// reserved for a task gone meanwhile are given back. `None` with the
     /// gate off.
     pub(super) fn admit_owned(
         &self,
+        key: &str,
         pacing: PacingConfig,
         within: Within,
     ) -> Option<Reserving<Admitted, impl FnOnce(Admitted) + Send + 'static>> {
@@ -118,7 +119,7 @@ impl<S: Store> Task<'_, S> {
         }
         let abandoned = Arc::new(AtomicBool::new(false));
         let step = admission::admit_step(pacing, within, self.cost, Some(Arc::clone(&abandoned)));
-        let (store, origin) = (Arc::clone(self.store), self.origin.clone());
+        let (store, origin) = (Arc::clone(self.store), key.to_owned());
         let call = {
             let (store, origin) = (Arc::clone(&store), origin.clone());
             async move { store.update_origin(&origin, step).await }

@@ -5,6 +5,7 @@ mod batches;
 mod common;
 #[cfg(feature = "conformance")]
 mod conformance;
+mod declared_scopes;
 #[cfg(feature = "conformance")]
 mod external_store;
 mod fuzz;
