@@ -64,3 +64,5 @@ impl Scope {
         &self.0
     }
 }
+#[cfg(test)]
+mod tests;

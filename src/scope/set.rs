@@ -140,7 +140,9 @@ impl Route {
                 .unwrap_or_else(|| (*documented).to_owned()),
             Rule::Discord { major } => match map.learned(origin, &self.route) {
                 Some(bucket) => bucket_scope(&bucket, major),
-                None => format!("route:{}", self.route),
+                // As discord.js keys an unknown bucket: the route, with
+                // its major parameter.
+                None => bucket_scope(&format!("route:{}", self.route), major),
             },
             Rule::Partitions => map.learned(origin, &self.route)?,
         };

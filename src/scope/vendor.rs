@@ -31,8 +31,7 @@ pub(crate) fn discord_route(method: &Method, path: &str) -> DiscordRoute {
             && matches!(segs[i - 1], "channels" | "guilds" | "webhooks")
         {
             major = s.to_string();
-            out.push('/');
-            out.push_str(s);
+            out.push_str("/:id");
         } else if digits {
             out.push_str("/:id")
         } else {
