@@ -57,6 +57,15 @@ impl ScopeMap {
         self.any.load(Ordering::Acquire)
     }
 
+    /// Whether any route of `origin` was learned (its answers name
+    /// scopes: it is the API its preset is for).
+    pub(crate) fn knows(&self, origin: &str) -> bool {
+        self.learned_any()
+            && lock(&self.origins)
+                .get(origin)
+                .is_some_and(|l| !l.routes.is_empty())
+    }
+
     /// `route`'s answers at `origin` name the scope it falls under by
     /// default: nothing learned is kept for it.
     pub(crate) fn forget(&self, origin: &str, route: &str) {

@@ -19,6 +19,31 @@ pub use key::MAX_SCOPE_LEN;
 pub(crate) use map::ScopeMap;
 pub(crate) use set::{Answer, Answered, Origin, Route};
 
+use crate::origin::PacingConfig;
+use crate::policy::Policy;
+
+/// Discord's global limit: 50 requests a second per bot, across every
+/// route, as its developer docs state.
+pub(crate) const DISCORD_GLOBAL: crate::Quota = crate::Quota::per_second(50);
+
+/// The settings of the limit `key` (see [`key::limit_key`]): the policy's,
+/// and for the origin's own limit of an API whose preset documents a
+/// global quota (Discord's 50 a second), that quota unless one is
+/// declared, once the origin answered as that API does (the first
+/// contact holds the rest until then).
+pub(crate) fn pacing_config(policy: &Policy, map: &ScopeMap, key: &str) -> PacingConfig {
+    let mut pacing = policy.pacing_config(key);
+    if pacing.declared.is_none()
+        && policy.rate_limit_headers.scoping().discord
+        && policy.scopes.max > 0
+        && let (origin, None) = key::split(key)
+        && map.knows(origin)
+    {
+        pacing.declared = Some(DISCORD_GLOBAL);
+    }
+    pacing
+}
+
 /// Request extension: the scope of its origin the request falls under,
 /// named by the caller: a tenant, an API key, an object, any part of the
 /// traffic the server limits apart. The request leaves when its scope's

@@ -240,3 +240,34 @@ fn scopes_past_the_cap_fall_to_the_origin() {
     }
     assert_eq!(kept, 2, "at most two scopes for the origin");
 }
+
+#[test]
+fn discords_global_limit_applies_once_the_origin_answers_as_discord() {
+    let map = ScopeMap::default();
+    let policy = Policy::default().rate_limit_headers(RateLimitHeaders::discord());
+    let scope_key = super::key::limit_key(O, Some("abc"));
+    assert_eq!(super::pacing_config(&policy, &map, O).declared, None);
+    let path = "/channels/111111111111111111/messages";
+    let r = route(&policy, &map, Method::POST, path).expect("a route");
+    let bucket = headers(&[
+        ("x-ratelimit-bucket", "abc"),
+        ("x-ratelimit-remaining", "4"),
+    ]);
+    answered(&policy, &map, Some(&r), path, 200, &bucket);
+    assert_eq!(
+        super::pacing_config(&policy, &map, O).declared,
+        Some(super::DISCORD_GLOBAL)
+    );
+    assert_eq!(
+        super::pacing_config(&policy, &map, &scope_key).declared,
+        None
+    );
+    // A quota the caller declares wins; other presets know no such limit.
+    let declared = policy.clone().quota(O, crate::Quota::per_second(5));
+    assert_eq!(
+        super::pacing_config(&declared, &map, O).declared,
+        Some(crate::Quota::per_second(5))
+    );
+    let github = Policy::default().rate_limit_headers(RateLimitHeaders::github());
+    assert_eq!(super::pacing_config(&github, &map, O).declared, None);
+}

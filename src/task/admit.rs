@@ -150,7 +150,7 @@ impl<'a, S: Store> Task<'a, S> {
         {
             let asked = now.take().unwrap_or_else(Instant::now);
             let limit = self.planner.admission_limit(&self.state, asked);
-            let pacing = policy.pacing_config(key);
+            let pacing = crate::scope::pacing_config(policy, &self.shared.scopes, key);
             let within = Within {
                 server: limit.latest,
                 declared: limit.declared,
