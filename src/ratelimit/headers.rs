@@ -98,6 +98,34 @@ const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset
 const X_RATELIMIT_RESET_AFTER: HeaderName = HeaderName::from_static("x-ratelimit-reset-after");
 const RETRY_AFTER_MS: HeaderName = HeaderName::from_static("retry-after-ms");
 
+/// Which vendors' scope rules apply to a client's answers and requests:
+/// set by the presets that speak for a vendor, unioned by
+/// [`RateLimitHeaders::and`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+// Read by the scope plumbing, which is being written.
+#[allow(dead_code)]
+pub(crate) struct Scoping {
+    /// GitHub's resources (`x-ratelimit-resource`), from
+    /// [`RateLimitHeaders::github`].
+    pub(crate) github: bool,
+    /// Discord's buckets and routes, from [`RateLimitHeaders::discord`].
+    pub(crate) discord: bool,
+    /// The IETF `RateLimit` partition keys (`pk`), from
+    /// [`RateLimitHeaders::ietf`].
+    pub(crate) ietf_partitions: bool,
+}
+
+impl Scoping {
+    /// The rules of both.
+    fn union(self, other: Scoping) -> Scoping {
+        Scoping {
+            github: self.github || other.github,
+            discord: self.discord || other.discord,
+            ietf_partitions: self.ietf_partitions || other.ietf_partitions,
+        }
+    }
+}
+
 /// Which rate-limit headers are read, beside `Retry-After` (which the
 /// [`Hint`](crate::Hint) parser reads).
 ///
@@ -140,6 +168,8 @@ pub struct RateLimitHeaders {
     /// The declared statuses that a valid `Retry-After` alone makes a
     /// pushback (a subset of `statuses`).
     retry_after_statuses: Vec<StatusCode>,
+    /// Which vendors' scope rules apply.
+    scoping: Scoping,
 }
 
 impl Default for RateLimitHeaders {
@@ -162,6 +192,10 @@ impl RateLimitHeaders {
     pub fn ietf() -> Self {
         RateLimitHeaders {
             ietf: true,
+            scoping: Scoping {
+                ietf_partitions: true,
+                ..Scoping::default()
+            },
             ..RateLimitHeaders::none()
         }
     }
@@ -192,6 +226,7 @@ impl RateLimitHeaders {
             Some(X_RATELIMIT_LIMIT),
             Unit::Requests,
         ));
+        headers.scoping.github = true;
         headers
             .pushback_status_with_retry_after(StatusCode::FORBIDDEN)
             .pushback_status_with_retry_after(StatusCode::TOO_MANY_REQUESTS)
@@ -294,6 +329,7 @@ impl RateLimitHeaders {
             limit: Some(X_RATELIMIT_LIMIT),
             unit: Unit::Requests,
         });
+        headers.scoping.discord = true;
         headers
     }
 
@@ -305,6 +341,7 @@ impl RateLimitHeaders {
             limits: Vec::new(),
             statuses: Vec::new(),
             retry_after_statuses: Vec::new(),
+            scoping: Scoping::default(),
         }
     }
 
@@ -316,6 +353,7 @@ impl RateLimitHeaders {
     #[must_use]
     pub fn and(mut self, other: RateLimitHeaders) -> Self {
         self.ietf |= other.ietf;
+        self.scoping = self.scoping.union(other.scoping);
         for spec in other.limits {
             self.push(spec);
         }
@@ -432,6 +470,13 @@ impl RateLimitHeaders {
         !self.ietf && self.limits.is_empty()
     }
 
+    /// Which vendors' scope rules apply: those of the presets combined
+    /// here.
+    #[allow(dead_code)]
+    pub(crate) fn scoping(&self) -> Scoping {
+        self.scoping
+    }
+
     /// Reads the rate-limit headers of one response, measuring times from
     /// `server_now` (the response's `Date`, or the local receive time).
     /// Malformed values are skipped, never guessed at; see
@@ -472,3 +517,6 @@ impl RateLimitHeaders {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
