@@ -3,5 +3,6 @@
 //! declared scope), and the set of limits a request falls under.
 
 pub(crate) mod key;
+pub(crate) mod vendor;
 
 pub use key::MAX_SCOPE_LEN;
