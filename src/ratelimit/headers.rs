@@ -98,6 +98,33 @@ const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset
 const X_RATELIMIT_RESET_AFTER: HeaderName = HeaderName::from_static("x-ratelimit-reset-after");
 const RETRY_AFTER_MS: HeaderName = HeaderName::from_static("retry-after-ms");
 
+/// Which vendors' scope rules apply to a client's answers and requests:
+/// set by the presets that speak for a vendor, unioned by
+/// [`RateLimitHeaders::and`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+// Read by the scope plumbing, which is being written.
+pub(crate) struct Scoping {
+    /// GitHub's resources (`x-ratelimit-resource`), from
+    /// [`RateLimitHeaders::github`].
+    pub(crate) github: bool,
+    /// Discord's buckets and routes, from [`RateLimitHeaders::discord`].
+    pub(crate) discord: bool,
+    /// The IETF `RateLimit` partition keys (`pk`), from
+    /// [`RateLimitHeaders::ietf`].
+    pub(crate) ietf_partitions: bool,
+}
+
+impl Scoping {
+    /// The rules of both.
+    fn union(self, other: Scoping) -> Scoping {
+        Scoping {
+            github: self.github || other.github,
+            discord: self.discord || other.discord,
+            ietf_partitions: self.ietf_partitions || other.ietf_partitions,
+        }
+    }
+}
+
 /// Which rate-limit headers are read, beside `Retry-After` (which the
 /// [`Hint`](crate::Hint) parser reads).
 ///
@@ -140,27 +167,8 @@ pub struct RateLimitHeaders {
     /// The declared statuses that a valid `Retry-After` alone makes a
     /// pushback (a subset of `statuses`).
     retry_after_statuses: Vec<StatusCode>,
-}
-
-/// STUB
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Scoping {
-    pub(crate) github: bool,
-    pub(crate) discord: bool,
-    pub(crate) ietf_partitions: bool,
-}
-impl RateLimitHeaders {
-    pub(crate) fn scoping(&self) -> Scoping {
-        Scoping {
-            github: self.limits.iter().any(|l| {
-                l.remaining == Some(X_RATELIMIT_REMAINING)
-                    && l.resets.iter().any(|r| r.1 == ResetFormat::EpochSeconds)
-                    && l.resets.len() == 1
-            }),
-            discord: self.limits.iter().any(|l| l.resets.len() == 2),
-            ietf_partitions: self.ietf,
-        }
-    }
+    /// Which vendors' scope rules apply.
+    scoping: Scoping,
 }
 
 impl Default for RateLimitHeaders {
@@ -183,6 +191,10 @@ impl RateLimitHeaders {
     pub fn ietf() -> Self {
         RateLimitHeaders {
             ietf: true,
+            scoping: Scoping {
+                ietf_partitions: true,
+                ..Scoping::default()
+            },
             ..RateLimitHeaders::none()
         }
     }
@@ -213,6 +225,7 @@ impl RateLimitHeaders {
             Some(X_RATELIMIT_LIMIT),
             Unit::Requests,
         ));
+        headers.scoping.github = true;
         headers
             .pushback_status_with_retry_after(StatusCode::FORBIDDEN)
             .pushback_status_with_retry_after(StatusCode::TOO_MANY_REQUESTS)
@@ -315,6 +328,7 @@ impl RateLimitHeaders {
             limit: Some(X_RATELIMIT_LIMIT),
             unit: Unit::Requests,
         });
+        headers.scoping.discord = true;
         headers
     }
 
@@ -326,6 +340,7 @@ impl RateLimitHeaders {
             limits: Vec::new(),
             statuses: Vec::new(),
             retry_after_statuses: Vec::new(),
+            scoping: Scoping::default(),
         }
     }
 
@@ -337,6 +352,7 @@ impl RateLimitHeaders {
     #[must_use]
     pub fn and(mut self, other: RateLimitHeaders) -> Self {
         self.ietf |= other.ietf;
+        self.scoping = self.scoping.union(other.scoping);
         for spec in other.limits {
             self.push(spec);
         }
@@ -453,6 +469,12 @@ impl RateLimitHeaders {
         !self.ietf && self.limits.is_empty()
     }
 
+    /// Which vendors' scope rules apply: those of the presets combined
+    /// here.
+    pub(crate) fn scoping(&self) -> Scoping {
+        self.scoping
+    }
+
     /// Reads the rate-limit headers of one response, measuring times from
     /// `server_now` (the response's `Date`, or the local receive time).
     /// Malformed values are skipped, never guessed at; see
@@ -493,3 +515,6 @@ impl RateLimitHeaders {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

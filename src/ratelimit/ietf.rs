@@ -113,7 +113,7 @@ pub(crate) fn read(headers: &HeaderMap, fold: &mut Fold) {
 
 /// All field lines of `name` joined with `", "`, as RFC 9651 §4.2 combines
 /// them; `None` when absent or longer than [`MAX_RATELIMIT_LEN`] bytes.
-fn combined(headers: &HeaderMap, name: &HeaderName) -> Option<Vec<u8>> {
+pub(crate) fn combined(headers: &HeaderMap, name: &HeaderName) -> Option<Vec<u8>> {
     let mut joined = Vec::new();
     for (i, line) in headers.get_all(name).iter().enumerate() {
         if i > 0 {
@@ -221,7 +221,7 @@ fn with_policy(limit: Limit, name: &str, policies: &Policies<'_>) -> Limit {
 }
 
 /// One draft-10 policy item: a string or token with `r` and optional `t`.
-fn policy(entry: &ListEntry) -> Option<(&str, Limit)> {
+pub(crate) fn policy(entry: &ListEntry) -> Option<(&str, Limit)> {
     let ListEntry::Item(item) = entry else {
         return None;
     };

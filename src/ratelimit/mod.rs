@@ -18,7 +18,7 @@
 
 mod headers;
 mod hint;
-mod ietf;
+pub(crate) mod ietf;
 mod reset;
 
 pub use headers::RateLimitHeaders;

@@ -37,12 +37,14 @@ pub(crate) fn split(key: &str) -> (&str, Option<&str>) {
 }
 
 /// `scope` as a key carries it: printable ASCII but `#` and spaces (others
-/// become `_`), at most [`MAX_SCOPE_LEN`] bytes. Logs, metrics labels and
-/// store keys may show it.
+/// become `_`), at most [`MAX_SCOPE_LEN`] bytes: a longer one keeps its
+/// head and a digest of the whole, so two long names never merge. Logs,
+/// metrics labels and store keys may show it.
 pub(crate) fn clean(scope: &str) -> String {
-    scope
+    // Whatever its length, the work is bounded.
+    let cleaned: String = scope
         .chars()
-        .take(MAX_SCOPE_LEN)
+        .take(4 * 1024)
         .map(|c| {
             if c.is_ascii_graphic() && c != '#' {
                 c
@@ -50,7 +52,8 @@ pub(crate) fn clean(scope: &str) -> String {
                 '_'
             }
         })
-        .collect()
+        .collect();
+    super::vendor::bounded(cleaned, MAX_SCOPE_LEN)
 }
 
 #[cfg(test)]
@@ -75,6 +78,10 @@ mod tests {
         let scope = scope.expect("a scope");
         assert!(scope.len() <= MAX_SCOPE_LEN, "{}", scope.len());
         assert!(scope.chars().all(|c| c.is_ascii_graphic() && c != '#'));
+        // Two long names that differ only past the cut stay apart.
+        let (a, b) = ("x".repeat(100) + "a", "x".repeat(100) + "b");
+        assert_ne!(clean(&a), clean(&b));
+        assert!(clean(&a).len() <= MAX_SCOPE_LEN);
         // A scope with `#` inside still splits at the origin's end.
         assert_eq!(split(&limit_key("http://h:80", Some("a#b"))).1, Some("a_b"));
     }

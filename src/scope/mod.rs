@@ -31,9 +31,18 @@ pub(crate) const DISCORD_GLOBAL: crate::Quota = crate::Quota::per_second(50);
 /// global quota (Discord's 50 a second), that quota unless one is
 /// declared, once the origin answered as that API does (the first
 /// contact holds the rest until then).
-pub(crate) fn pacing_config(policy: &Policy, map: &ScopeMap, key: &str) -> PacingConfig {
+/// A request that does not count against that global limit
+/// (`under_global`: false, see [`Route::under_global_limit`]) is not held
+/// by it.
+pub(crate) fn pacing_config(
+    policy: &Policy,
+    map: &ScopeMap,
+    key: &str,
+    under_global: bool,
+) -> PacingConfig {
     let mut pacing = policy.pacing_config(key);
-    if pacing.declared.is_none()
+    if under_global
+        && pacing.declared.is_none()
         && policy.rate_limit_headers.scoping().discord
         && policy.scopes.max > 0
         && let (origin, None) = key::split(key)

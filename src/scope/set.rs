@@ -28,8 +28,10 @@ enum Rule {
     Declared(String),
     /// GitHub's resources; the one GitHub documents for the path.
     GitHub(&'static str),
-    /// Discord's buckets, keyed with the route's major parameter.
-    Discord { major: String },
+    /// Discord's buckets, keyed with the route's major parameter; and
+    /// whether the route counts against the global limit (interactions
+    /// do not).
+    Discord { major: String, global: bool },
     /// IETF partitions (`pk`).
     Partitions,
 }
@@ -112,7 +114,10 @@ impl Route {
         if scoping.discord {
             let d = vendor::discord_route(method, path);
             return Some(Box::new(Route {
-                rule: Rule::Discord { major: d.major },
+                rule: Rule::Discord {
+                    global: d.under_global_limit(),
+                    major: d.major,
+                },
                 route: d.route,
             }));
         }
@@ -138,7 +143,7 @@ impl Route {
             Rule::GitHub(documented) => map
                 .learned(origin, &self.route)
                 .unwrap_or_else(|| (*documented).to_owned()),
-            Rule::Discord { major } => match map.learned(origin, &self.route) {
+            Rule::Discord { major, .. } => match map.learned(origin, &self.route) {
                 Some(bucket) => bucket_scope(&bucket, major),
                 // As discord.js keys an unknown bucket: the route, with
                 // its major parameter.
@@ -218,7 +223,7 @@ impl Route {
                     statement: resource,
                 }
             }
-            Rule::Discord { major } => {
+            Rule::Discord { major, .. } => {
                 let answer = vendor::discord_answer(headers);
                 let bucket = match &answer.bucket {
                     Some(bucket) => {
@@ -247,6 +252,12 @@ impl Route {
                 _ => Answered::default(),
             },
         }
+    }
+
+    /// Whether the request counts against its API's documented global
+    /// limit (Discord's interactions do not).
+    pub(crate) fn under_global_limit(&self) -> bool {
+        !matches!(self.rule, Rule::Discord { global: false, .. })
     }
 
     /// An answer on this route named partition `pk`.

@@ -246,7 +246,7 @@ fn discords_global_limit_applies_once_the_origin_answers_as_discord() {
     let map = ScopeMap::default();
     let policy = Policy::default().rate_limit_headers(RateLimitHeaders::discord());
     let scope_key = super::key::limit_key(O, Some("abc"));
-    assert_eq!(super::pacing_config(&policy, &map, O).declared, None);
+    assert_eq!(super::pacing_config(&policy, &map, O, true).declared, None);
     let path = "/channels/111111111111111111/messages";
     let r = route(&policy, &map, Method::POST, path).expect("a route");
     let bucket = headers(&[
@@ -255,19 +255,20 @@ fn discords_global_limit_applies_once_the_origin_answers_as_discord() {
     ]);
     answered(&policy, &map, Some(&r), path, 200, &bucket);
     assert_eq!(
-        super::pacing_config(&policy, &map, O).declared,
+        super::pacing_config(&policy, &map, O, true).declared,
         Some(super::DISCORD_GLOBAL)
     );
     assert_eq!(
-        super::pacing_config(&policy, &map, &scope_key).declared,
+        super::pacing_config(&policy, &map, &scope_key, true).declared,
         None
     );
     // A quota the caller declares wins; other presets know no such limit.
     let declared = policy.clone().quota(O, crate::Quota::per_second(5));
     assert_eq!(
-        super::pacing_config(&declared, &map, O).declared,
+        super::pacing_config(&declared, &map, O, true).declared,
         Some(crate::Quota::per_second(5))
     );
+    assert_eq!(super::pacing_config(&policy, &map, O, false).declared, None);
     let github = Policy::default().rate_limit_headers(RateLimitHeaders::github());
-    assert_eq!(super::pacing_config(&github, &map, O).declared, None);
+    assert_eq!(super::pacing_config(&github, &map, O, true).declared, None);
 }

@@ -150,7 +150,8 @@ impl<'a, S: Store> Task<'a, S> {
         {
             let asked = now.take().unwrap_or_else(Instant::now);
             let limit = self.planner.admission_limit(&self.state, asked);
-            let pacing = crate::scope::pacing_config(policy, &self.shared.scopes, key);
+            let pacing =
+                crate::scope::pacing_config(policy, &self.shared.scopes, key, self.under_global());
             let within = Within {
                 server: limit.latest,
                 declared: limit.declared,

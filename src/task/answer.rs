@@ -242,8 +242,12 @@ impl<S: Store> Task<'_, S> {
     /// large.)
     pub(super) async fn record(&self, origin: Cow<'_, str>, outcome: Outcome) {
         let origin = &*origin;
-        let pacing =
-            crate::scope::pacing_config(self.planner.policy(), &self.shared.scopes, origin);
+        let pacing = crate::scope::pacing_config(
+            self.planner.policy(),
+            &self.shared.scopes,
+            origin,
+            self.under_global(),
+        );
         let Some(record) = admission::record(&**self.store, origin, pacing, outcome) else {
             return;
         };

@@ -312,6 +312,12 @@ impl<'a, S: Store> Task<'a, S> {
         changed
     }
 
+    /// Whether the request counts against its API's documented global
+    /// limit.
+    fn under_global(&self) -> bool {
+        self.route.as_ref().is_none_or(|r| r.under_global_limit())
+    }
+
     /// The middleware's observer, if it has one.
     fn observer(&self) -> Option<&'a dyn Observer> {
         self.shared.observer.as_deref()
