@@ -210,6 +210,15 @@ impl OriginState {
         (held > now).then(|| held - now)
     }
 
+    /// How long from `now` the gate stays closed (a pushback's time or a
+    /// hold of ours), `None` when it is open; unlike
+    /// [`gate_in`](Self::gate_in), a spent quota does not count (an
+    /// admission that spent its last unit holds the next, not itself).
+    #[must_use]
+    pub(crate) fn closed_for(&self, now: Duration) -> Option<Duration> {
+        (self.gate.until > now).then(|| self.gate.until - now)
+    }
+
     /// The current pace in requests per second (0: not pacing).
     #[must_use]
     pub fn rate(&self) -> f64 {

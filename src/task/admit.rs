@@ -97,6 +97,8 @@ impl<'a, S: Store> Task<'a, S> {
             }
             let mut admitted = None;
             let mut again = false;
+            // The limits asked in this pass, in order.
+            let mut asked: Vec<bool> = Vec::with_capacity(2);
             for scoped in [false, true] {
                 if scoped && self.scope_key.is_none() {
                     break;
@@ -112,6 +114,7 @@ impl<'a, S: Store> Task<'a, S> {
                         break;
                     }
                 }
+                asked.push(scoped);
                 match self.admit_limit(scoped, now.take()).await? {
                     Step::Go(at) => admitted = Some(at),
                     Step::Confirmed(at) => {
@@ -131,10 +134,49 @@ impl<'a, S: Store> Task<'a, S> {
                     }
                 }
             }
+            if !again && asked.len() > 1 && !self.store.answers_at_once() {
+                // The first limit admitted the task a round trip before
+                // the last did: a pushback recorded meanwhile may have
+                // closed its gate. Read it again (one read, as a confirmed
+                // slot's), and wait instead of following into it.
+                if let Some(d) = self.closed_since(asked[0]).await? {
+                    // Never past what the task accepts.
+                    let at = Instant::now();
+                    let limit = self.planner.admission_limit(&self.state, at);
+                    if ends_past(at, d, at.checked_add(limit.latest)) {
+                        return Err(self.refused(limit.reason, d));
+                    }
+                    self.permit.give_back_spent();
+                    confirmed = None;
+                    self.waiting(None, WaitReason::Gate, d);
+                    let slept = Instant::now();
+                    let sleep = Box::pin(tokio::time::sleep(d));
+                    sleep.await;
+                    self.end_wait(false);
+                    self.state.add_wait(slept.elapsed());
+                    continue;
+                }
+            }
             if !again {
                 return Ok(admitted.unwrap_or_else(Instant::now));
             }
         }
+    }
+
+    /// How long the gate of a limit (the origin's, or with `scoped` the
+    /// scope's) stays closed from now, read from the store; `None` when it
+    /// is open.
+    async fn closed_since(&self, scoped: bool) -> Result<Option<Duration>, Halt> {
+        let key = match (scoped, &self.scope_key) {
+            (true, Some(scope)) => scope.as_str(),
+            _ => self.origin.as_str(),
+        };
+        let (state, now) = self
+            .bounded_raw(self.store.read_origin(key))
+            .await
+            .ok_or(Halt::Stop(StopReason::DeadlineExhausted))?
+            .map_err(Halt::Store)?;
+        Ok(state.and_then(|s| s.closed_for(now)))
     }
 
     /// Asks one limit (the origin's, or with `scoped` the scope's) to
