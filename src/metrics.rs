@@ -9,17 +9,32 @@
 //! |---|---|---|---|
 //! | `reqwest_backpressure.resends` | counter | origin | attempts sent after the first (each carries `http.request.resend_count` ≥ 1) |
 //! | `reqwest_backpressure.stops` | counter | origin, `error.type` | tasks that stopped without the answer they wanted; `error.type` is the stable stop or error code |
-//! | `reqwest_backpressure.gate.closures` | counter | origin | times an answer closed the origin's gate |
-//! | `reqwest_backpressure.wait.duration` | histogram, seconds | origin, `reason` | each wait as planned when it starts; `reason`: `retry_after`, `ratelimit`, `fallback`, `gate`, `pace` |
-//! | `reqwest_backpressure.tasks.waiting` | gauge | origin | tasks waiting now (after a pushback, at the gate, or for a paced slot) |
-//! | `reqwest_backpressure.store.local` | counter | origin, `operation` | a task's store call run on this process's own state instead of the shared one (a shared store failing open); `operation`: `lease`, `admission`, `record` |
+//! | `reqwest_backpressure.gate.closures` | counter | origin, `scope` | times an answer closed a limit's gate (the origin's, or a scope's) |
+//! | `reqwest_backpressure.wait.duration` | histogram, seconds | origin, `scope`, `reason` | each wait as planned when it starts; `reason`: `retry_after`, `ratelimit`, `fallback`, `gate`, `pace`, `first_answer` |
+//! | `reqwest_backpressure.tasks.waiting` | gauge | origin, `scope` | tasks waiting now (after a pushback, at a gate, or for a paced slot) |
+//! | `reqwest_backpressure.store.local` | counter | origin, `scope`, `operation` | a task's store call run on this process's own state instead of the shared one (a shared store failing open); `operation`: `lease`, `admission`, `record` |
 //!
 //! "origin" is three labels, OpenTelemetry's HTTP client attributes:
 //! `url.scheme`, `server.address` (the host, an IPv6 address without
-//! brackets) and `server.port`. No label carries a path, a query string, a
-//! header value or an idempotency key, so a label set is bounded by the
-//! origins called (times the stop codes, the five wait reasons, or the three
-//! store operations).
+//! brackets) and `server.port`. `scope` says which limit of the origin a
+//! limit's metric is about: `""` for the origin's own limit, else the kind
+//! of the scope, its name up to its first `:` ([`scope_label`]): a GitHub
+//! resource (`search`), a Discord bucket's hash (`41f9cd5d…`, without the
+//! channel, guild or webhook id after the `:`), `route` for a Discord
+//! route not yet answered (`route:POST_/channels/…`), an IETF partition,
+//! a declared scope (name per-object scopes `kind:id`, and the label keeps
+//! `kind`). Why not the scope's name? Discord's carry a channel id and a
+//! route's carry its path: one label set per channel would grow without
+//! bound in the exporter, though the middleware itself keeps at most
+//! [`Policy::max_scopes`](crate::Policy::max_scopes) scopes per origin and
+//! forgets idle ones. The observer's events and
+//! [`Store::scope_status`](crate::Store::scope_status) have the full name.
+//!
+//! No label carries a path, a query string, a header value or an
+//! idempotency key, so a label set is bounded by the origins called, times
+//! the kinds of scope they have (the resources, buckets, partitions or
+//! declared kinds: at most `max_scopes` at a time each), times the stop
+//! codes, the six wait reasons, or the three store operations.
 //! OpenTelemetry has no metric for resends or waits, so these names use
 //! this crate's namespace; exporters that do not allow dots (Prometheus)
 //! replace them with `_`.
@@ -51,13 +66,14 @@ use crate::observe::{GateClosed, LocalState, Observer, Send, Stop, Wait, WaitEnd
 pub const RESENDS: &str = "reqwest_backpressure.resends";
 /// Counter: tasks stopped, by stop or error code (label `error.type`).
 pub const STOPS: &str = "reqwest_backpressure.stops";
-/// Counter: gate closures.
+/// Counter: gate closures (label `scope`).
 pub const GATE_CLOSURES: &str = "reqwest_backpressure.gate.closures";
-/// Histogram, seconds: waits as planned when they start (label `reason`).
+/// Histogram, seconds: waits as planned when they start (labels `scope`,
+/// `reason`).
 pub const WAIT_DURATION: &str = "reqwest_backpressure.wait.duration";
-/// Gauge: tasks waiting now.
+/// Gauge: tasks waiting now (label `scope`).
 pub const TASKS_WAITING: &str = "reqwest_backpressure.tasks.waiting";
-/// Counter: store calls run on this process's own state (label
+/// Counter: store calls run on this process's own state (labels `scope`,
 /// `operation`).
 pub const STORE_LOCAL: &str = "reqwest_backpressure.store.local";
 
@@ -91,12 +107,12 @@ pub fn describe() {
     describe_counter!(
         GATE_CLOSURES,
         Unit::Count,
-        "Times an answer closed the origin's gate."
+        "Times an answer closed a limit's gate (the origin's, or a scope's)."
     );
     describe_histogram!(
         WAIT_DURATION,
         Unit::Seconds,
-        "Waits, as planned when they start, by reason."
+        "Waits, as planned when they start, by scope and reason."
     );
     describe_gauge!(
         TASKS_WAITING,
@@ -126,9 +142,32 @@ fn origin_labels(origin: &str) -> Vec<Label> {
     ]
 }
 
+/// The `scope` label of a limit: `""` for the origin's own limit (`None`),
+/// else the scope's kind, its name up to its first `:` (`_` if that is
+/// empty, so no scope reads as the origin's own). Bounded where the name
+/// is not: a Discord bucket keyed with its channel (`bucket:channel`), a
+/// route (`route:METHOD_/path`), a declared `kind:id`.
+#[must_use]
+pub fn scope_label(scope: Option<&str>) -> &str {
+    match scope {
+        None => "",
+        Some(name) => match name.split_once(':').map_or(name, |(kind, _)| kind) {
+            "" => "_",
+            kind => kind,
+        },
+    }
+}
+
+/// The origin's labels and the `scope` label of a limit's event.
+fn limit_labels(origin: &str, scope: Option<&str>) -> Vec<Label> {
+    let mut labels = origin_labels(origin);
+    labels.push(Label::new("scope", scope_label(scope).to_owned()));
+    labels
+}
+
 impl Observer for MetricsObserver {
     fn on_wait(&self, wait: &Wait<'_>) {
-        let labels = origin_labels(wait.origin);
+        let labels = limit_labels(wait.origin, wait.scope);
         gauge!(TASKS_WAITING, labels.clone()).increment(1.0);
         let mut labels = labels;
         labels.push(Label::from_static_parts("reason", wait.reason.code()));
@@ -136,7 +175,7 @@ impl Observer for MetricsObserver {
     }
 
     fn on_wait_end(&self, end: &WaitEnd<'_>) {
-        gauge!(TASKS_WAITING, origin_labels(end.origin)).decrement(1.0);
+        gauge!(TASKS_WAITING, limit_labels(end.origin, end.scope)).decrement(1.0);
     }
 
     fn on_send(&self, send: &Send<'_>) {
@@ -152,11 +191,11 @@ impl Observer for MetricsObserver {
     }
 
     fn on_gate_closed(&self, gate: &GateClosed<'_>) {
-        counter!(GATE_CLOSURES, origin_labels(gate.origin)).increment(1);
+        counter!(GATE_CLOSURES, limit_labels(gate.origin, gate.scope)).increment(1);
     }
 
     fn on_local_state(&self, local: &LocalState<'_>) {
-        let mut labels = origin_labels(local.origin);
+        let mut labels = limit_labels(local.origin, local.scope);
         labels.push(Label::from_static_parts("operation", local.operation));
         counter!(STORE_LOCAL, labels).increment(1);
     }
@@ -164,7 +203,36 @@ impl Observer for MetricsObserver {
 
 #[cfg(test)]
 mod tests {
-    use super::origin_labels;
+    use super::{origin_labels, scope_label};
+
+    #[test]
+    fn a_scope_label_keeps_the_kind_of_scope_not_its_ids() {
+        let cases = [
+            (None, ""),
+            (Some("search"), "search"),
+            (Some("code_search"), "code_search"),
+            // Discord: a bucket with its channel, and one route of many.
+            (
+                Some("41f9cd5d28af77da04563bcb1d67fdfd:1234567890"),
+                "41f9cd5d28af77da04563bcb1d67fdfd",
+            ),
+            (Some("route:POST_/channels/1234567890/messages"), "route"),
+            (Some("tenant:7"), "tenant"),
+            (Some("tenant-7"), "tenant-7"),
+            // Never the origin's own label.
+            (Some(":x"), "_"),
+            (Some(""), "_"),
+        ];
+        for (scope, want) in cases {
+            assert_eq!(scope_label(scope), want, "{scope:?}");
+        }
+        // Every channel's bucket is one label.
+        let channels: std::collections::HashSet<_> = (0..1000)
+            .map(|c| format!("abc:{c}"))
+            .map(|s| scope_label(Some(&s)).to_owned())
+            .collect();
+        assert_eq!(channels.len(), 1);
+    }
 
     #[test]
     fn origin_labels_follow_opentelemetry() {

@@ -13,10 +13,22 @@
 //! so you can keep a handle to read what yours collected.
 //!
 //! Each [`on_wait`](Observer::on_wait) is followed by exactly one
-//! [`on_wait_end`](Observer::on_wait_end) for the same task and origin: when
-//! its time comes, or when the task's future is dropped while it waits. The
-//! number of tasks waiting for an origin is the difference of the two. An event carries the origin (`scheme://host:port`), never
-//! a path, a query string, a header value or an idempotency key. With no
+//! [`on_wait_end`](Observer::on_wait_end) for the same task, origin and
+//! scope: when its time comes, or when the task's future is dropped while
+//! it waits. A task waits at one limit at a time, so the number of tasks
+//! waiting at a limit is the difference of the two for its origin and
+//! scope, and for an origin the difference summed over its scopes.
+//!
+//! An event carries the origin (`scheme://host:port`), never a path, a
+//! query string, a header value or an idempotency key. An event about a
+//! limit (a wait, a gate, the store's local state) also carries the scope
+//! whose limit it is (see [`Scope`](crate::Scope)): a GitHub resource
+//! (`search`), a Discord bucket with its major parameter
+//! (`bucket:channel`, or `route:METHOD_/path` before the route's first
+//! answer), an IETF partition, a declared scope; `None` for the origin's
+//! own limit. A scope's name is cleaned and bounded
+//! ([`MAX_SCOPE_LEN`](crate::MAX_SCOPE_LEN)) and is the one
+//! [`Store::scope_status`](crate::Store::scope_status) reads. With no
 //! observer attached, nothing is built.
 //!
 //! ```
@@ -30,7 +42,8 @@
 //! impl Observer for Waits {
 //!     fn on_wait(&self, wait: &Wait<'_>) {
 //!         self.0.fetch_add(1, Ordering::Relaxed);
-//!         eprintln!("waiting {:?} for {} ({})", wait.duration, wait.origin, wait.reason.code());
+//!         let scope = wait.scope.unwrap_or("-");
+//!         eprintln!("waiting {:?} for {} {scope} ({})", wait.duration, wait.origin, wait.reason.code());
 //!     }
 //! }
 //!
@@ -52,8 +65,8 @@ pub enum WaitReason {
     /// For the server's time, or the policy's fallback, after a pushback
     /// (see [`HintSource`]).
     Retry(HintSource),
-    /// At the origin's closed gate (another task's pushback, or an
-    /// exhausted quota), before it may ask for a slot.
+    /// At a closed gate, its origin's or its scope's (another task's
+    /// pushback, or an exhausted quota), before it may ask for a slot.
     Gate,
     /// For its slot in the paced queue behind a reopened gate.
     Pace,
@@ -88,6 +101,9 @@ impl fmt::Display for WaitReason {
 pub struct Wait<'a> {
     /// The origin the task waits for (`scheme://host:port`).
     pub origin: &'a str,
+    /// The scope whose limit the task waits for, `None` for the origin's
+    /// own limit (see the [module docs](self)).
+    pub scope: Option<&'a str>,
     /// The attempt the task will send when the wait ends (1 for the first
     /// send, when it waits at the gate before it).
     pub attempt: u32,
@@ -108,6 +124,8 @@ pub struct Wait<'a> {
 pub struct WaitEnd<'a> {
     /// The origin of the [`Wait`] it ends.
     pub origin: &'a str,
+    /// The scope of the [`Wait`] it ends.
+    pub scope: Option<&'a str>,
     /// The reason of the [`Wait`] it ends.
     pub reason: WaitReason,
     /// The task's future was dropped before the wait's time came.
@@ -139,25 +157,31 @@ pub struct Stop<'a> {
     pub code: &'static str,
 }
 
-/// An origin's gate closes (an answer made it close; later answers that
-/// only move its time are not reported again).
+/// A limit's gate closes: its origin's, or one scope's of it (an answer
+/// made it close; later answers that only move its time are not reported
+/// again).
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
 pub struct GateClosed<'a> {
     /// The origin.
     pub origin: &'a str,
+    /// The scope whose gate closed, `None` for the origin's own.
+    pub scope: Option<&'a str>,
     /// How long from now it stays closed.
     pub duration: Duration,
     /// When it reopens, on the wall clock.
     pub until_wall: SystemTime,
 }
 
-/// An origin's gate reopens: the task told is its probe.
+/// A limit's gate reopens (its origin's, or one scope's of it): the task
+/// told is its probe.
 #[derive(Debug, Clone, Copy)]
 #[non_exhaustive]
 pub struct GateReopened<'a> {
     /// The origin.
     pub origin: &'a str,
+    /// The scope whose gate reopened, `None` for the origin's own.
+    pub scope: Option<&'a str>,
 }
 
 /// A task's store ran one of its operations on this process's own state
@@ -174,6 +198,9 @@ pub struct GateReopened<'a> {
 pub struct LocalState<'a> {
     /// The origin of the task.
     pub origin: &'a str,
+    /// The scope whose limit the operation was about, `None` for the
+    /// origin's own (and for a `lease`, which is no limit's).
+    pub scope: Option<&'a str>,
     /// What the task asked the store for, a stable code: `lease`,
     /// `admission` or `record`.
     pub operation: &'static str,
@@ -205,12 +232,12 @@ pub trait Observer: std::marker::Send + Sync + 'static {
         let _ = stop;
     }
 
-    /// An origin's gate closes.
+    /// A limit's gate closes (an origin's, or a scope's).
     fn on_gate_closed(&self, gate: &GateClosed<'_>) {
         let _ = gate;
     }
 
-    /// An origin's gate reopens.
+    /// A limit's gate reopens (an origin's, or a scope's).
     fn on_gate_reopened(&self, gate: &GateReopened<'_>) {
         let _ = gate;
     }

@@ -18,7 +18,10 @@ use super::pace::Mode;
 /// What an origin's state says at one time, for display: whether the
 /// origin is held, the paced slots handed out and the next free one, the
 /// learned pace and a stated quota. Read with
-/// [`Store::origin_status`](crate::Store::origin_status), or
+/// [`Store::origin_status`](crate::Store::origin_status), with
+/// [`Store::scope_status`](crate::Store::scope_status) for the limit of
+/// one scope of an origin (a GitHub resource, a Discord bucket, an IETF
+/// partition, a declared scope: each is a state of its own), or
 /// [`OriginState::status`] for a state at hand.
 ///
 /// Times count from when the view was taken. Tasks waiting at a closed

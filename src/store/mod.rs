@@ -281,6 +281,43 @@ pub trait Store: Send + Sync + 'static {
         }
     }
 
+    /// What the store holds for the limit of one scope of the origin of
+    /// `url`, for display, as [`origin_status`](Self::origin_status) does
+    /// for the origin's own limit: `None` when the store has no state for
+    /// it (the scope was never used, or was forgotten while idle).
+    ///
+    /// A request falls under its origin's limit and its scope's, and
+    /// leaves when both admit it, so a request of this scope waits for
+    /// whichever of the two holds it longer. `scope` is named as the
+    /// observer's events name it ([`Wait::scope`](crate::observe::Wait::scope)):
+    /// a [`Scope`](crate::Scope)'s name as declared (cleaned the same way),
+    /// a GitHub resource as `x-ratelimit-resource` names it (`search`), a
+    /// Discord bucket with its major parameter (`bucket:channel`), an IETF
+    /// partition.
+    ///
+    /// ```
+    /// use reqwest_backpressure::{MemoryStore, Store};
+    ///
+    /// # async fn run(store: MemoryStore) -> Result<(), Box<dyn std::error::Error>> {
+    /// let url = reqwest::Url::parse("https://api.github.com/search/issues?q=x")?;
+    /// if let Some(search) = store.scope_status(&url, "search").await? {
+    ///     eprintln!("search: {:?} left, held for {:?}", search.quota_left(), search.gate_closed_for());
+    /// }
+    /// # Ok(()) }
+    /// ```
+    fn scope_status(
+        &self,
+        url: &reqwest::Url,
+        scope: &str,
+    ) -> impl Future<Output = Result<Option<OriginStatus>, StoreError>> + Send {
+        let scope = crate::Scope::new(scope);
+        let key = crate::scope::key::limit_key(&origin_of(url), Some(scope.as_str()));
+        async move {
+            let (state, now) = self.read_origin(&key).await?;
+            Ok(state.map(|s| s.status(now)))
+        }
+    }
+
     /// Records what `origin` answered (with the gate on), atomically: what
     /// [`update_origin`](Self::update_origin) with the core's step does by
     /// default. When this answer closed the origin's gate, how long from

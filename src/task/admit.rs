@@ -252,7 +252,8 @@ impl<'a, S: Store> Task<'a, S> {
                 Admission::Now => return Ok(Step::Go(admitted())),
                 Admission::Reopened => {
                     if let Some(o) = self.observer() {
-                        o.on_gate_reopened(&observe::GateReopened { origin: key });
+                        let (origin, scope) = crate::scope::key::split(key);
+                        o.on_gate_reopened(&observe::GateReopened { origin, scope });
                     }
                     return Ok(Step::Go(admitted()));
                 }

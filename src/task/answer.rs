@@ -180,8 +180,11 @@ impl<S: Store> Task<'_, S> {
             Some(scope) => Cow::Owned(key::limit_key(&self.origin, Some(&scope))),
             None => Cow::Borrowed(&*answered),
         };
-        self.record(held, self.planner.origin_outcome(&pushback, &decision))
-            .await;
+        self.record(
+            Cow::Borrowed(&*held),
+            self.planner.origin_outcome(&pushback, &decision),
+        )
+        .await;
         if self.planner.needs_budget(&pushback, &decision) {
             let budget = &policy.retry_budget;
             let granted = self.withdraw(budget).await;
@@ -204,8 +207,9 @@ impl<S: Store> Task<'_, S> {
             Decision::Wait { until, source, .. } => {
                 // Owned: the wait outlives this borrow of the task (a
                 // pushback's cost, not the success path's).
-                let answered = answered.into_owned();
-                self.waiting(Some(&answered), WaitReason::Retry(source), until - now);
+                // The wait is for the limit the pushback held.
+                let held = held.into_owned();
+                self.waiting(Some(&held), WaitReason::Retry(source), until - now);
                 // Keep the pushed-back response: if the retry cannot be
                 // sent after all, the caller gets what the server said.
                 self.last = Some(Box::new(response));

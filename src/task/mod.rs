@@ -68,8 +68,9 @@ pub(crate) struct Task<'a, S: Store> {
     /// (boxed: a task that meets none keeps a pointer, not a response, in
     /// its future).
     last: Option<Box<Response>>,
-    /// The origin and reason of the wait the observer was told of and not
-    /// yet told the end of (only with an observer).
+    /// The limit's key (origin, or `origin#scope`) and reason of the wait
+    /// the observer was told of and not yet told the end of (only with an
+    /// observer).
     /// (Boxed: the task's future keeps a pointer, not the origin's name.)
     pending_wait: Option<Box<(String, WaitReason)>>,
     /// What the next send holds (a retry token granted to it): given back

@@ -11,6 +11,7 @@ use super::halt::Halt;
 use crate::extensions::RetryReport;
 use crate::observe::{self, WaitReason, wall_in};
 use crate::planner::StopReason;
+use crate::scope::key::split;
 use crate::store::Store;
 
 impl<S: Store> Task<'_, S> {
@@ -18,9 +19,11 @@ impl<S: Store> Task<'_, S> {
     /// the task's future was dropped during it).
     pub(super) fn end_wait(&mut self, dropped: bool) {
         if let (Some(o), Some(pending)) = (self.observer(), self.pending_wait.take()) {
-            let (origin, reason) = *pending;
+            let (key, reason) = *pending;
+            let (origin, scope) = split(&key);
             o.on_wait_end(&observe::WaitEnd {
-                origin: &origin,
+                origin,
+                scope,
                 reason,
                 dropped,
             });
@@ -36,11 +39,12 @@ impl<S: Store> Task<'_, S> {
         }
     }
 
-    /// Tells the observer that the store ran `operation` on this process's
-    /// own state, if its count rose past `before` (or `ran_locally`).
+    /// Tells the observer that the store ran `operation` for the limit
+    /// `key` (or the origin's lease) on this process's own state, if its
+    /// count rose past `before` (or `ran_locally`).
     pub(super) fn local_state(
         &self,
-        origin: &str,
+        key: &str,
         operation: &'static str,
         before: u64,
         ran_locally: bool,
@@ -48,15 +52,22 @@ impl<S: Store> Task<'_, S> {
         if let Some(o) = self.observer()
             && (ran_locally || self.store.local_fallbacks() > before)
         {
-            o.on_local_state(&observe::LocalState { origin, operation });
+            let (origin, scope) = split(key);
+            o.on_local_state(&observe::LocalState {
+                origin,
+                scope,
+                operation,
+            });
         }
     }
 
-    /// Tells the observer that `origin`'s gate closed for `d`.
-    pub(super) fn gate_closed(&self, origin: &str, d: std::time::Duration) {
+    /// Tells the observer that the gate of the limit `key` closed for `d`.
+    pub(super) fn gate_closed(&self, key: &str, d: std::time::Duration) {
         if let Some(o) = self.observer() {
+            let (origin, scope) = split(key);
             o.on_gate_closed(&observe::GateClosed {
                 origin,
+                scope,
                 duration: d,
                 until_wall: wall_in(d),
             });
@@ -64,7 +75,7 @@ impl<S: Store> Task<'_, S> {
     }
 
     /// Tells the observer that the task waits `d` for `reason`, for the
-    /// origin that `answered` (or, without one, its own).
+    /// limit that `answered` (its key; without one, its origin's own).
     pub(super) fn waiting(
         &mut self,
         answered: Option<&str>,
@@ -74,18 +85,19 @@ impl<S: Store> Task<'_, S> {
         let Some(o) = self.observer() else {
             return;
         };
-        let origin = answered.unwrap_or(&self.origin);
+        let key = answered.unwrap_or(&self.origin);
+        let (origin, scope) = split(key);
         let now = Instant::now();
         o.on_wait(&observe::Wait {
             origin,
+            scope,
             attempt: self.state.attempts() + 1,
             reason,
             duration: d,
             until: now.checked_add(d).unwrap_or(now),
             until_wall: wall_in(d),
         });
-        let origin = origin.to_owned();
-        self.pending_wait = Some(Box::new((origin, reason)));
+        self.pending_wait = Some(Box::new((key.to_owned(), reason)));
     }
 
     /// Tells the observer that the task stopped with `code`.

@@ -139,3 +139,76 @@ async fn another_redis_handle_shows_the_shared_state() {
     let seen = run_and_watch(middleware, connect().await).await;
     assert_shows_the_run(&seen);
 }
+
+/// Under `RateLimitHeaders::github()`, each resource is a scope with a
+/// limit of its own, read with `Store::scope_status`: a search answer
+/// saying `x-ratelimit-resource: search` and `remaining: 0` shows under
+/// scope `search` (spent, held until its reset), while `core`, which its
+/// own answer says has quota left, and the origin's own limit are not held.
+#[tokio::test]
+async fn a_github_resource_shows_under_its_scope() {
+    use reqwest_backpressure::RateLimitHeaders;
+    use std::time::{SystemTime, UNIX_EPOCH};
+
+    let epoch = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("after the epoch")
+        .as_secs();
+    let (server, arrivals) = crate::common::scripted(move |path, _| {
+        let (resource, limit, remaining, reset) = if path.starts_with("/search/") {
+            ("search", 10, 0, epoch + 30)
+        } else {
+            ("core", 5000, 4990, epoch + 3600)
+        };
+        crate::common::ok()
+            .insert_header("x-ratelimit-limit", limit.to_string().as_str())
+            .insert_header("x-ratelimit-remaining", remaining.to_string().as_str())
+            .insert_header("x-ratelimit-used", (limit - remaining).to_string().as_str())
+            .insert_header("x-ratelimit-reset", reset.to_string().as_str())
+            .insert_header("x-ratelimit-resource", resource)
+    })
+    .await;
+    let store = MemoryStore::new();
+    let policy = Policy::default().rate_limit_headers(RateLimitHeaders::github());
+    let client = client_with(RetryAfterMiddleware::with_store(policy, store.clone()));
+    let url = |path: &str| reqwest::Url::parse(&format!("{}{path}", server.uri())).expect("a url");
+    let status = |scope: Option<&'static str>, url: reqwest::Url| {
+        let store = store.clone();
+        async move {
+            match scope {
+                Some(scope) => store.scope_status(&url, scope).await,
+                None => store.origin_status(&url).await,
+            }
+            .expect("the store answers")
+        }
+    };
+    assert_eq!(status(Some("search"), url("/")).await, None, "nothing yet");
+
+    for path in ["/repos/o/r", "/search/issues?q=x"] {
+        let r = client.get(url(path)).send().await.expect("an answer");
+        assert_eq!(r.status(), 200);
+    }
+    assert_eq!(arrivals.len(), 2);
+
+    // Any URL of the origin reads its scopes.
+    let search = status(Some("search"), url("/repos/o/r"))
+        .await
+        .expect("search is known");
+    assert_eq!(search.quota_left(), Some(0), "{search:?}");
+    let held = search.gate_closed_for().expect("spent search is held");
+    let resets = search.quota_resets_in().expect("the reset is ahead");
+    // The reset is whole epoch seconds, 29 to 30 s from now.
+    assert!(resets > Duration::from_secs(20), "{search:?}");
+    assert!(resets <= Duration::from_secs(31), "{search:?}");
+    assert!(held <= resets + Duration::from_secs(1), "{search:?}");
+
+    let core = status(Some("core"), url("/")).await.expect("core is known");
+    assert_eq!(core.quota_left(), Some(4990), "{core:?}");
+    assert_eq!(core.gate_closed_for(), None, "{core:?}");
+
+    let origin = status(None, url("/")).await.expect("the origin is known");
+    assert_eq!(origin.gate_closed_for(), None, "{origin:?}");
+    assert_eq!(origin.quota_left(), None, "no resource is the origin's");
+
+    assert_eq!(status(Some("graphql"), url("/")).await, None, "never used");
+}

@@ -48,6 +48,9 @@ pub(super) fn paused_with<T>(
 
 const A: &str = "server.address=origin.test,server.port=80,url.scheme=http";
 const B: &str = "server.address=other.test,server.port=8080,url.scheme=http";
+/// A's and B's labels on a metric of a limit: the origin's own (`scope=""`).
+const A0: &str = "scope=,server.address=origin.test,server.port=80,url.scheme=http";
+const B0: &str = "scope=,server.address=other.test,server.port=8080,url.scheme=http";
 
 #[test]
 fn resends_stops_closures_waits_and_waiting_tasks() {
@@ -88,8 +91,8 @@ fn resends_stops_closures_waits_and_waiting_tasks() {
     });
     let m = |name: &str, labels: &str| format!("{name}{{{labels}}}");
     let want_mid = BTreeMap::from([
-        (m("reqwest_backpressure.gate.closures", A), "1".to_owned()),
-        (m("reqwest_backpressure.gate.closures", B), "1".to_owned()),
+        (m("reqwest_backpressure.gate.closures", A0), "1".to_owned()),
+        (m("reqwest_backpressure.gate.closures", B0), "1".to_owned()),
         (
             m(
                 "reqwest_backpressure.stops",
@@ -98,26 +101,26 @@ fn resends_stops_closures_waits_and_waiting_tasks() {
             "1".to_owned(),
         ),
         // a (after its pushback) and b (at the gate) wait at 0.5 s.
-        (m("reqwest_backpressure.tasks.waiting", A), "2".to_owned()),
+        (m("reqwest_backpressure.tasks.waiting", A0), "2".to_owned()),
         (
             m(
                 "reqwest_backpressure.wait.duration",
-                &format!("reason=retry_after,{A}"),
+                &format!("reason=retry_after,{A0}"),
             ),
             "[1.0]".to_owned(),
         ),
         (
             m(
                 "reqwest_backpressure.wait.duration",
-                &format!("reason=gate,{A}"),
+                &format!("reason=gate,{A0}"),
             ),
             "[0.9]".to_owned(),
         ),
     ]);
     assert_eq!(mid, want_mid);
     let want_end = BTreeMap::from([
-        (m("reqwest_backpressure.gate.closures", A), "0".to_owned()),
-        (m("reqwest_backpressure.gate.closures", B), "0".to_owned()),
+        (m("reqwest_backpressure.gate.closures", A0), "0".to_owned()),
+        (m("reqwest_backpressure.gate.closures", B0), "0".to_owned()),
         (
             m(
                 "reqwest_backpressure.stops",
@@ -128,28 +131,84 @@ fn resends_stops_closures_waits_and_waiting_tasks() {
         (m("reqwest_backpressure.resends", A), "1".to_owned()),
         // Since the last snapshot: both waits ended, a's pace wait began
         // and ended; back to zero waiting.
-        (m("reqwest_backpressure.tasks.waiting", A), "-2".to_owned()),
+        (m("reqwest_backpressure.tasks.waiting", A0), "-2".to_owned()),
         (
             m(
                 "reqwest_backpressure.wait.duration",
-                &format!("reason=retry_after,{A}"),
+                &format!("reason=retry_after,{A0}"),
             ),
             "[]".to_owned(),
         ),
         (
             m(
                 "reqwest_backpressure.wait.duration",
-                &format!("reason=gate,{A}"),
+                &format!("reason=gate,{A0}"),
             ),
             "[]".to_owned(),
         ),
         (
             m(
                 "reqwest_backpressure.wait.duration",
-                &format!("reason=pace,{A}"),
+                &format!("reason=pace,{A0}"),
             ),
             "[1.0]".to_owned(),
         ),
     ]);
     assert_eq!(end, want_end);
+}
+
+/// A pushback in a scope: the limit's metrics carry the origin's three
+/// labels as they are (the port alone in `server.port`) and the scope's
+/// kind, never the id after its `:`; the task's metrics carry no scope.
+#[test]
+fn a_scopes_limit_is_labelled_with_its_kind() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let seen = paused_with(&recorder, async {
+        let (client, _) = offline_with(
+            RetryAfterMiddleware::new(exact()).with_observer(MetricsObserver::new()),
+            // Each channel's first send is pushed back, its retry admitted.
+            |_: &str, i| {
+                if i % 2 == 0 {
+                    push_back(429, "1")
+                } else {
+                    answer(200)
+                }
+            },
+        );
+        for channel in ["1", "2"] {
+            let r = client
+                .get("http://origin.test/")
+                .with_extension(reqwest_backpressure::Scope::new(format!(
+                    "bucket:{channel}"
+                )))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200);
+        }
+        snapshot(&snapshotter)
+    });
+    let m = |name: &str, labels: &str| format!("{name}{{{labels}}}");
+    let scoped = "scope=bucket,server.address=origin.test,server.port=80,url.scheme=http";
+    let want = BTreeMap::from([
+        // Both channels' pushbacks, under one label set.
+        (
+            m("reqwest_backpressure.gate.closures", scoped),
+            "2".to_owned(),
+        ),
+        (m("reqwest_backpressure.resends", A), "2".to_owned()),
+        (
+            m("reqwest_backpressure.tasks.waiting", scoped),
+            "0".to_owned(),
+        ),
+        (
+            m(
+                "reqwest_backpressure.wait.duration",
+                &format!("reason=retry_after,{scoped}"),
+            ),
+            "[1.0, 1.0]".to_owned(),
+        ),
+    ]);
+    assert_eq!(seen, want);
 }

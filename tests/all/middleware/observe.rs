@@ -30,11 +30,18 @@ impl Log {
     }
 }
 
+/// ` [scope]` after the origin, for a scope's limit; nothing for the
+/// origin's own.
+fn scoped(scope: Option<&str>) -> String {
+    scope.map(|s| format!(" [{s}]")).unwrap_or_default()
+}
+
 impl Observer for Log {
     fn on_wait(&self, w: &Wait<'_>) {
         self.push(format!(
-            "wait {} attempt {} {} {}ms",
+            "wait {}{} attempt {} {} {}ms",
             w.origin,
+            scoped(w.scope),
             w.attempt,
             w.reason,
             w.duration.as_millis()
@@ -42,7 +49,12 @@ impl Observer for Log {
     }
     fn on_wait_end(&self, e: &WaitEnd<'_>) {
         let how = if e.dropped { " dropped" } else { "" };
-        self.push(format!("wait_end {} {}{how}", e.origin, e.reason));
+        self.push(format!(
+            "wait_end {}{} {}{how}",
+            e.origin,
+            scoped(e.scope),
+            e.reason
+        ));
     }
     fn on_send(&self, s: &Send<'_>) {
         self.push(format!("send {} attempt {}", s.origin, s.attempt));
@@ -52,13 +64,14 @@ impl Observer for Log {
     }
     fn on_gate_closed(&self, g: &GateClosed<'_>) {
         self.push(format!(
-            "gate_closed {} {}ms",
+            "gate_closed {}{} {}ms",
             g.origin,
+            scoped(g.scope),
             g.duration.as_millis()
         ));
     }
     fn on_gate_reopened(&self, g: &GateReopened<'_>) {
-        self.push(format!("gate_reopened {}", g.origin));
+        self.push(format!("gate_reopened {}{}", g.origin, scoped(g.scope)));
     }
 }
 
@@ -162,6 +175,30 @@ async fn a_task_dropped_while_waiting_ends_its_wait() {
         format!("    0 gate_closed {O} 10000ms"),
         format!("    0 wait {O} attempt 2 retry_after 10000ms"),
         format!(" 3000 wait_end {O} retry_after dropped"),
+    ];
+    assert_eq!(log.lines(), want);
+}
+
+/// A pushback in a declared scope holds that scope: the events about its
+/// limit carry the bare origin and the scope's name; those about the task
+/// (send, stop) the origin alone.
+#[tokio::test(start_paused = true)]
+async fn a_scopes_limit_is_told_with_its_origin_and_its_scope() {
+    let (client, log) = observed(exact(), vec![push_back(429, "2"), answer(200)]);
+    let r = client
+        .get(URL)
+        .with_extension(reqwest_backpressure::Scope::new("tenant:7"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let want = [
+        format!("    0 send {O} attempt 1"),
+        format!("    0 gate_closed {O} [tenant:7] 2000ms"),
+        format!("    0 wait {O} [tenant:7] attempt 2 retry_after 2000ms"),
+        format!(" 2000 wait_end {O} [tenant:7] retry_after"),
+        format!(" 2000 gate_reopened {O} [tenant:7]"),
+        format!(" 2000 send {O} attempt 2"),
     ];
     assert_eq!(log.lines(), want);
 }
