@@ -148,7 +148,11 @@ impl<'a, S: Store> Task<'a, S> {
                     }
                     self.permit.give_back_spent();
                     confirmed = None;
-                    self.waiting(None, WaitReason::Gate, d);
+                    let held = match (asked[0], &self.scope_key) {
+                        (true, Some(scope)) => Some(scope.clone()),
+                        _ => None,
+                    };
+                    self.waiting(held.as_deref(), WaitReason::Gate, d);
                     let slept = Instant::now();
                     let sleep = Box::pin(tokio::time::sleep(d));
                     sleep.await;
