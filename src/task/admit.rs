@@ -326,14 +326,14 @@ impl<'a, S: Store> Task<'a, S> {
                         reservation,
                         on_fallback,
                     };
+                    // What other limits granted is given back: the task
+                    // asks them again once its slot has come.
+                    self.permit.give_back_spent();
                     let permit = self.permit.take().with_slot(key, slot);
                     if ends_past(admitted(), d, by_declared) {
                         // The slot goes back with the permit.
                         return Err(self.refused(StopReason::DeadlineExhausted, d));
                     }
-                    // `permit` holds the slot; what other limits granted
-                    // is given back (`self.permit`, without the slot).
-                    self.permit.give_back_spent();
                     self.waiting(Some(key), WaitReason::Pace, d);
                     let slept = Instant::now();
                     let sleep = Box::pin(tokio::time::sleep(d));
