@@ -85,3 +85,30 @@ pub(crate) fn set_paused_wall(base: Option<std::time::SystemTime>) {
     let anchored = base.map(|base| (base, Instant::now()));
     PAUSED_WALL.with(|wall| wall.set(anchored));
 }
+
+/// Both futures, polled together; their outputs once both are ready.
+pub(crate) async fn join2<A: Future, B: Future>(a: A, b: B) -> (A::Output, B::Output) {
+    let (mut a, mut b) = (std::pin::pin!(a), std::pin::pin!(b));
+    let (mut ra, mut rb) = (None, None);
+    std::future::poll_fn(|cx| {
+        if ra.is_none()
+            && let std::task::Poll::Ready(v) = a.as_mut().poll(cx)
+        {
+            ra = Some(v);
+        }
+        if rb.is_none()
+            && let std::task::Poll::Ready(v) = b.as_mut().poll(cx)
+        {
+            rb = Some(v);
+        }
+        match (ra.take(), rb.take()) {
+            (Some(x), Some(y)) => std::task::Poll::Ready((x, y)),
+            (x, y) => {
+                ra = x;
+                rb = y;
+                std::task::Poll::Pending
+            }
+        }
+    })
+    .await
+}

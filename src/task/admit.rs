@@ -99,21 +99,20 @@ impl<'a, S: Store> Task<'a, S> {
             let mut again = false;
             // The limits asked in this pass, in order.
             let mut asked: Vec<bool> = Vec::with_capacity(2);
-            for scoped in [false, true] {
+            // The scope first: it holds most often (a bucket or resource
+            // spent), and what it granted goes back whole when the origin
+            // makes the task wait (a unit, cost units). The origin, asked
+            // last, admits the task right before it leaves: a paced slot of
+            // the origin (a declared global quota) is never taken by a task
+            // that then waits for its scope.
+            for scoped in [true, false] {
                 if scoped && self.scope_key.is_none() {
-                    break;
+                    continue;
                 }
                 if confirmed == Some(scoped) {
                     continue;
                 }
-                // An answer while the task waited may have taught its route
-                // another scope.
-                if scoped && self.rescope() {
-                    confirmed = None;
-                    if self.scope_key.is_none() {
-                        break;
-                    }
-                }
+                let first = asked.is_empty();
                 asked.push(scoped);
                 match self.admit_limit(scoped, now.take()).await? {
                     Step::Go(at) => admitted = Some(at),
@@ -122,7 +121,7 @@ impl<'a, S: Store> Task<'a, S> {
                         admitted = Some(at);
                         // The limits asked before it gave back what they
                         // granted when the task began its wait.
-                        if scoped {
+                        if !first {
                             again = true;
                             break;
                         }
@@ -137,9 +136,10 @@ impl<'a, S: Store> Task<'a, S> {
             if !again && asked.len() > 1 && !self.store.answers_at_once() {
                 // The first limit admitted the task a round trip before
                 // the last did: a pushback recorded meanwhile may have
-                // closed its gate. Read it again (one read, as a confirmed
-                // slot's), and wait instead of following into it.
-                if let Some(d) = self.closed_since(asked[0]).await? {
+                // closed its gate. Read both again (at once, one round
+                // trip, as a confirmed slot's read), and wait instead of
+                // following into it.
+                if let Some(d) = self.closed_since().await? {
                     // Never past what the task accepts.
                     let at = Instant::now();
                     let limit = self.planner.admission_limit(&self.state, at);
@@ -148,11 +148,7 @@ impl<'a, S: Store> Task<'a, S> {
                     }
                     self.permit.give_back_spent();
                     confirmed = None;
-                    let held = match (asked[0], &self.scope_key) {
-                        (true, Some(scope)) => Some(scope.clone()),
-                        _ => None,
-                    };
-                    self.waiting(held.as_deref(), WaitReason::Gate, d);
+                    self.waiting(None, WaitReason::Gate, d);
                     let slept = Instant::now();
                     let sleep = Box::pin(tokio::time::sleep(d));
                     sleep.await;
@@ -167,19 +163,25 @@ impl<'a, S: Store> Task<'a, S> {
         }
     }
 
-    /// How long the gate of a limit (the origin's, or with `scoped` the
-    /// scope's) stays closed from now, read from the store; `None` when it
-    /// is open.
-    async fn closed_since(&self, scoped: bool) -> Result<Option<Duration>, Halt> {
-        let key = match (scoped, &self.scope_key) {
-            (true, Some(scope)) => scope.as_str(),
-            _ => self.origin.as_str(),
-        };
-        let (state, now) = self
-            .bounded_raw(self.store.read_origin(key))
+    /// How long from now the gate of either limit of the task stays
+    /// closed, read from the store (both at once); `None` when both are
+    /// open.
+    async fn closed_since(&self) -> Result<Option<Duration>, Halt> {
+        let scope = self.scope_key.as_deref().unwrap_or(&self.origin);
+        let both = crate::util::join2(self.closed_for(&self.origin), self.closed_for(scope));
+        let (origin, scope) = self
+            .bounded_raw(both)
             .await
-            .ok_or(Halt::Stop(StopReason::DeadlineExhausted))?
-            .map_err(Halt::Store)?;
+            .ok_or(Halt::Stop(StopReason::DeadlineExhausted))?;
+        Ok(origin
+            .map_err(Halt::Store)?
+            .max(scope.map_err(Halt::Store)?))
+    }
+
+    /// How long from now the gate of the limit `key` stays closed, read
+    /// from the store.
+    async fn closed_for(&self, key: &str) -> Result<Option<Duration>, crate::store::StoreError> {
+        let (state, now) = self.store.read_origin(key).await?;
         Ok(state.and_then(|s| s.closed_for(now)))
     }
 
