@@ -16,6 +16,19 @@ async fn a_coalesced_memory_store_conforms() {
     conformance::run_all(|| async { Coalesced::new(MemoryStore::new()) }).await;
 }
 
+/// Idle scopes are forgotten as idle origins are (on tokio's paused
+/// clock: the check sleeps past the five idle minutes). Redis forgets by
+/// TTL, read in `redis::scopes`.
+#[tokio::test(start_paused = true)]
+async fn the_memory_store_forgets_idle_scopes() {
+    conformance::idle_scopes_are_forgotten_as_origins_are(MemoryStore::new()).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_coalesced_memory_store_forgets_idle_scopes() {
+    conformance::idle_scopes_are_forgotten_as_origins_are(Coalesced::new(MemoryStore::new())).await;
+}
+
 #[cfg(feature = "redis")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_redis_store_conforms() {
@@ -130,5 +143,102 @@ mod racy {
     #[should_panic(expected = "withdrawals from a budget of 100 granted")]
     async fn racing_withdrawals_fail_the_budget_check() {
         conformance::budget_accounting_holds_under_concurrency(Racy::default()).await;
+    }
+}
+
+/// The scope checks have teeth: a store that names a limit by less than
+/// its whole key (its origin alone, or the key's letters and digits alone,
+/// as a naive sanitiser would) lets one scope hold another, and fails.
+mod coarse {
+    use std::time::Duration;
+
+    use reqwest_backpressure::Store;
+    use reqwest_backpressure::budget::BudgetState;
+    use reqwest_backpressure::conformance;
+    use reqwest_backpressure::origin::OriginState;
+    use reqwest_backpressure::store::{LeaseToken, MemoryStore, Now, StoreError};
+
+    /// A memory store keeping each limit under `name(key)`.
+    #[derive(Clone)]
+    struct Coarse {
+        inner: MemoryStore,
+        name: fn(&str) -> String,
+    }
+
+    /// The origin alone: the key up to its `#`.
+    fn origin_alone(key: &str) -> String {
+        key.split('#').next().unwrap_or(key).to_owned()
+    }
+
+    /// The key's ASCII letters and digits alone.
+    fn letters_and_digits(key: &str) -> String {
+        key.chars().filter(char::is_ascii_alphanumeric).collect()
+    }
+
+    impl Store for Coarse {
+        async fn acquire(
+            &self,
+            key: &str,
+            ttl: Duration,
+        ) -> Result<Option<LeaseToken>, StoreError> {
+            self.inner.acquire(key, ttl).await
+        }
+
+        async fn release(&self, key: &str, token: LeaseToken) -> Result<(), StoreError> {
+            self.inner.release(key, token).await
+        }
+
+        async fn read_origin(
+            &self,
+            origin: &str,
+        ) -> Result<(Option<OriginState>, Duration), StoreError> {
+            self.inner.read_origin(&(self.name)(origin)).await
+        }
+
+        async fn update_origin<T: Send + 'static>(
+            &self,
+            origin: &str,
+            f: impl FnMut(&mut OriginState, Now) -> T + Send + 'static,
+        ) -> Result<T, StoreError> {
+            self.inner.update_origin(&(self.name)(origin), f).await
+        }
+
+        async fn update_budget<T: Send + 'static>(
+            &self,
+            f: impl FnMut(&mut BudgetState, Now) -> T + Send + 'static,
+        ) -> Result<T, StoreError> {
+            self.inner.update_budget(f).await
+        }
+    }
+
+    fn by(name: fn(&str) -> String) -> Coarse {
+        Coarse {
+            inner: MemoryStore::new(),
+            name,
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[should_panic(expected = "held by a pushback in")]
+    async fn a_store_keyed_by_origin_fails_the_gate_check() {
+        conformance::scope_gates_hold_apart(by(origin_alone)).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[should_panic(expected = "told it is spent")]
+    async fn a_store_keyed_by_origin_fails_the_quota_check() {
+        conformance::scope_quotas_are_spent_apart(by(origin_alone)).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[should_panic(expected = "paced by the pace of")]
+    async fn a_store_keyed_by_origin_fails_the_pace_check() {
+        conformance::scope_paces_are_learned_apart(by(origin_alone)).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[should_panic(expected = "not its own")]
+    async fn a_store_sanitising_keys_fails_the_hostile_names_check() {
+        conformance::hostile_scope_names_make_keys_of_their_own(by(letters_and_digits)).await;
     }
 }

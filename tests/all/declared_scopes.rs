@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use crate::common::{client, exact, ok, report, scripted, too_many};
 
 /// The most arrivals in `times` within any span of `span`.
-fn most_within(times: &[Instant], span: Duration) -> usize {
+pub(crate) fn most_within(times: &[Instant], span: Duration) -> usize {
     let mut sorted = times.to_vec();
     sorted.sort();
     (0..sorted.len())

@@ -120,3 +120,11 @@ async fn a_store_written_outside_the_crate_serves_a_client() {
     assert_eq!(crate::common::report(&r).attempts(), 2);
     assert_eq!(arrivals.len(), 2);
 }
+
+/// It never forgets an origin: the idle check, which the suite keeps
+/// apart from `run_all`, finds that out.
+#[tokio::test(start_paused = true)]
+#[should_panic(expected = "kept after the idle time")]
+async fn a_store_that_never_forgets_fails_the_idle_check() {
+    conformance::idle_scopes_are_forgotten_as_origins_are(MapStore::default()).await;
+}

@@ -20,7 +20,12 @@
 //! Each check takes a fresh store (clones share its state, as every
 //! store's handles do), runs on the real clock (a few hundred milliseconds
 //! each) on a tokio runtime, and uses keys and origins of its own under
-//! `conformance`.
+//! `conformance`. Some keys name a scope of an origin
+//! (`scheme://host:port#scope`, the scope's name cleaned and bounded as the
+//! middleware does): each is a limit of its own, kept apart from its
+//! origin's and from the other scopes'. One check,
+//! [`idle_scopes_are_forgotten_as_origins_are`], runs on tokio's paused
+//! clock and is not in [`run_all`].
 
 use std::future::Future;
 use std::time::Duration;
@@ -30,6 +35,12 @@ use tokio::task::JoinSet;
 use super::{LeaseToken, Store, StoreError};
 use crate::budget::RetryBudget;
 use crate::origin::{Admission, OriginState, Outcome, PacingConfig, Reservation};
+
+mod scopes;
+pub use scopes::{
+    hostile_scope_names_make_keys_of_their_own, idle_scopes_are_forgotten_as_origins_are,
+    scope_gates_hold_apart, scope_paces_are_learned_apart, scope_quotas_are_spent_apart,
+};
 
 /// The gate and the pace on, as the default policy has them.
 const PACING: PacingConfig = PacingConfig::DEFAULT;
@@ -52,6 +63,10 @@ where
     concurrent_admits_never_exceed_a_learned_batch(new_store().await).await;
     another_handle_sees_a_pushback(new_store().await).await;
     budget_accounting_holds_under_concurrency(new_store().await).await;
+    scope_gates_hold_apart(new_store().await).await;
+    scope_quotas_are_spent_apart(new_store().await).await;
+    scope_paces_are_learned_apart(new_store().await).await;
+    hostile_scope_names_make_keys_of_their_own(new_store().await).await;
 }
 
 /// A held lease refuses its key, not another; a release frees it.

@@ -27,4 +27,5 @@ mod multi_process;
 mod review;
 mod review27;
 mod review27_leases;
+mod scopes;
 mod support;
