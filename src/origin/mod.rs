@@ -210,13 +210,21 @@ impl OriginState {
         (held > now).then(|| held - now)
     }
 
-    /// How long from `now` the gate stays closed (a pushback's time or a
-    /// hold of ours), `None` when it is open; unlike
-    /// [`gate_in`](Self::gate_in), a spent quota does not count (an
-    /// admission that spent its last unit holds the next, not itself).
+    /// How long from `now` the server holds the origin: its gate (a
+    /// pushback's time or a hold of ours), or a quota the server itself
+    /// said is spent; `None` when neither does. Unlike
+    /// [`gate_in`](Self::gate_in), a quota spent by admissions alone does
+    /// not count (an admission that spent its last unit holds the next,
+    /// not itself).
     #[must_use]
     pub(crate) fn closed_for(&self, now: Duration) -> Option<Duration> {
-        (self.gate.until > now).then(|| self.gate.until - now)
+        let stated = if self.quota.stated_spent {
+            self.quota.held_until(now).unwrap_or_default()
+        } else {
+            Duration::ZERO
+        };
+        let held = self.gate.until.max(stated);
+        (held > now).then(|| held - now)
     }
 
     /// The current pace in requests per second (0: not pacing).

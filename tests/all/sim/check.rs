@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use super::draw::Method;
+use super::draw::{Family, Method};
 use super::run::{Ending, Run};
 use super::server::Told;
 
@@ -235,8 +235,18 @@ fn early(run: &Run, out: &mut Vec<Violation>) {
             && (told.pushback || policy.proactive_gate)
             && known_by(run, told.task, told.received);
         let from = told.received + run.scenario.store.latency.saturating_mul(2);
+        // Discord limits per route (its bucket), and a route learns its
+        // bucket from its own first answer: a send on a route none of
+        // whose answers had arrived cannot know that it shares the bucket
+        // a statement, or a `429`, spoke of (discord.js and twilight send
+        // it too). A `503` is the origin's, every route's.
+        let plan = &run.scenario.origins[told.origin];
+        let bucket_only = plan.family == Family::Discord && (!told.pushback || plan.refusal != 503);
         for s in &run.log.sent {
             if s.origin != told.origin || s.at >= named_by(run, told, s.at) {
+                continue;
+            }
+            if bucket_only && s.task != told.task && !route_answered(run, s.task, s.origin, s.at) {
                 continue;
             }
             let own = s.task == told.task
@@ -261,6 +271,18 @@ fn early(run: &Run, out: &mut Vec<Violation>) {
             }
         }
     }
+}
+
+/// Whether an answer to a send on `task`'s route (its method) at `origin`
+/// had reached the client by `at`.
+fn route_answered(run: &Run, task: usize, origin: usize, at: Duration) -> bool {
+    let get = |t: usize| matches!(run.scenario.tasks[t].method, Method::Get);
+    run.log.sent.iter().any(|p| {
+        p.origin == origin
+            && p.answered
+            && get(p.task) == get(task)
+            && p.done.is_some_and(|d| d <= at)
+    })
 }
 
 /// The earliest time the server named for `told`'s reset in the answers
