@@ -3,6 +3,7 @@
 
 use std::time::{Duration, SystemTime};
 
+use reqwest::Request;
 use tokio::time::Instant;
 
 use super::Task;
@@ -15,6 +16,7 @@ use crate::origin::tuning::TUNING;
 use crate::origin::{Admission, Within};
 use crate::planner::HintSource;
 use crate::planner::StopReason;
+use crate::scope::Route;
 use crate::store::Store;
 
 impl<'a, S: Store> Task<'a, S> {
@@ -56,7 +58,15 @@ impl<'a, S: Store> Task<'a, S> {
     /// middleware's): it is used instead of reading the clock again, and
     /// returned as the time of admission when the store answered at once.
     /// Otherwise the time of admission is read when it comes.
-    pub(super) async fn admit(&mut self, now: Option<Instant>) -> Result<Instant, Halt> {
+    ///
+    /// `request` is the task's request, while it has it: a task that met
+    /// no scope when it began (its origin's partitions were not known yet)
+    /// finds its scope once an answer taught one, at its next ask.
+    pub(super) async fn admit(
+        &mut self,
+        now: Option<Instant>,
+        request: Option<&Request>,
+    ) -> Result<Instant, Halt> {
         let policy = self.planner.policy();
         let mut now = now;
         if self.state.attempts() == 0
@@ -70,6 +80,7 @@ impl<'a, S: Store> Task<'a, S> {
                 now = None;
             }
         }
+        self.learn_route(request);
         if self.route.is_none() {
             // The origin's limit alone.
             loop {
@@ -78,11 +89,37 @@ impl<'a, S: Store> Task<'a, S> {
                     Step::Go(at) | Step::Confirmed(at) => return Ok(at),
                     Step::Again => {}
                 }
+                if self.learn_route(request) {
+                    break;
+                }
             }
         }
         // Boxed: most tasks have no scope, and their futures stay small.
         let scoped = Box::pin(self.admit_scoped(now));
         scoped.await
+    }
+
+    /// Gives a task without a route the one its request has now, if an
+    /// answer since taught its origin's partitions; whether it has one now.
+    fn learn_route(&mut self, request: Option<&Request>) -> bool {
+        if self.route.is_some() {
+            return true;
+        }
+        let Some(request) = request else {
+            return false;
+        };
+        if !self.shared.scopes.learned_any() {
+            return false;
+        }
+        self.route = Route::of(
+            self.planner.policy(),
+            &self.shared.scopes,
+            &self.origin,
+            request.method(),
+            request.url().path(),
+            None,
+        );
+        self.route.is_some()
     }
 
     /// [`admit`](Self::admit) for a task that may fall under a scope.

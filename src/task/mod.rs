@@ -208,7 +208,7 @@ impl<'a, S: Store> Task<'a, S> {
                 }
                 // Wait at the origin's gate and for a paced slot: no attempt
                 // is spent here.
-                let now = match self.admit(started.take()).await {
+                let now = match self.admit(started.take(), original.as_ref()).await {
                     Ok(now) => now,
                     Err(halt) => return self.halt(halt),
                 };
