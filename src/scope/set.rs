@@ -7,7 +7,7 @@
 //! | declared ([`Scope`](crate::Scope), [`Policy::scope_rule`](crate::Policy::scope_rule)) | the declared scope | the declared scope, pushbacks included |
 //! | GitHub (`x-ratelimit-resource`) | the resource its last answer on this route named, else the one GitHub documents for the path | the named resource; a pushback with `retry-after` (the secondary limit), or naming no resource, holds the origin |
 //! | Discord (`X-RateLimit-Bucket`) | the bucket the route's last answer named, with the route's major parameter; before that the route itself (one request at a time, the first contact of its limit) | the bucket; a `429` with `X-RateLimit-Global` or scope `global`, or naming no bucket, holds the origin |
-//! | IETF (`pk`) | the partition the path's last answer named | the partition its `RateLimit` names; none named: the origin |
+//! | IETF (`pk`) | the partition the path's last answer named; at an origin known to partition, an unmapped path its own route (one request at a time until its answer names its partition) | the partition its `RateLimit` names; none named: the origin |
 //! | none of these | none: the origin's limit alone | the origin |
 //!
 //! The limits of the request's set that an answer does not speak for
@@ -149,7 +149,14 @@ impl Route {
                 // its major parameter.
                 None => bucket_scope(&format!("route:{}", self.route), major),
             },
-            Rule::Partitions => map.learned(origin, &self.route)?,
+            // A route not mapped yet, at an origin known to partition:
+            // the route itself, one request at a time (the first contact
+            // of its limit) until its answer names its partition.
+            Rule::Partitions => match map.learned(origin, &self.route) {
+                Some(pk) => pk,
+                None if map.knows(origin) => format!("route:{}", self.route),
+                None => return None,
+            },
         };
         map.admits(origin, &scope, max).then_some(scope)
     }
