@@ -23,8 +23,12 @@ use crate::origin::PacingConfig;
 use crate::policy::Policy;
 
 /// Discord's global limit: 50 requests a second per bot, across every
-/// route, as its developer docs state.
-pub(crate) const DISCORD_GLOBAL: crate::Quota = crate::Quota::per_second(50);
+/// route, as its developer docs state. Kept as a bucket refilled at that
+/// rate (bursts of up to 50, as the buckets under it reset together), not
+/// as windows of 50 a second apart: paced in such windows, a burst of 25
+/// when the buckets reset took a window's slots, and the next burst
+/// waited for the window after (1.6× slower than the buckets allow).
+pub(crate) const DISCORD_GLOBAL: crate::Quota = crate::Quota::per_second(50).refilled();
 
 /// The settings of the limit `key` (see [`key::limit_key`]): the policy's,
 /// and for the origin's own limit of an API whose preset documents a
