@@ -19,6 +19,7 @@ impl OriginState {
     pub fn on_success(&mut self, now: Duration) {
         self.last_seen = now;
         self.first.answered = true;
+        self.recent.admitted();
         let measuring = !self.pace.is_paced() && !self.gate.reopen_pending;
         self.period.on_success(now, measuring);
         self.pace.on_success(now, self.gate.reopen_pending);
@@ -200,10 +201,14 @@ impl OriginState {
         answered: Duration,
         retry_at: Option<Duration>,
     ) {
+        self.recent.rejected();
+        let explained = self.tokens.explains_rejection(now);
+        let isolated = retry_at.is_none() && !explained && self.isolated(cfg, now);
         // A rejection the stated cost quota explains (an LLM API's tokens
         // spent) holds the origin like a spent quota: it says nothing of
-        // the rate the origin admits in requests.
-        if cfg.gate && !self.tokens.explains_rejection(now) {
+        // the rate the origin admits in requests. Nor does one isolated
+        // among successes.
+        if cfg.gate && !explained && !isolated {
             self.period.rejected = true;
         }
         // A rejected request was not admitted: a server stating its quota
@@ -217,7 +222,32 @@ impl OriginState {
         if self.quota.renews() && self.quota.held_until(now).is_none() {
             self.quota.refund(now);
         }
+        if isolated {
+            self.last_seen = now;
+            let hold = self.pace.isolated_hold();
+            self.gate.pause(cfg.max_gate, answered, hold);
+            return;
+        }
         self.hold(cfg, now, answered, retry_at);
+    }
+
+    /// Whether a rejection with no time, just counted, is isolated among
+    /// successes: the pace is the caller's declared quota (a pace learned
+    /// from a silent server is cut as ever: nginx's bucket, a little
+    /// overrun, also rejects one request in many), the gate is open with
+    /// nothing to learn pending, and most of the origin's recent answers
+    /// were admissions. Such a rejection is the request's (an object
+    /// another request holds, Stripe's `lock_timeout`), not the pace's:
+    /// it neither closes the gate nor cuts the pace; new slots pause
+    /// briefly ([`Gate::pause`](super::gate::Gate::pause)), and the
+    /// rejected task takes the next one.
+    fn isolated(&self, cfg: PacingConfig, now: Duration) -> bool {
+        cfg.gate
+            && cfg.declared.is_some()
+            && self.pace.is_paced()
+            && self.gate.closed_for(now).is_none()
+            && !self.gate.reopen_pending
+            && self.recent.mostly_admitted()
     }
 
     /// Closes the gate until `retry_at`, for a rejection or a spent quota

@@ -11,6 +11,11 @@
 //! well, a fifth of a second, growing by 60% each time up to two: a
 //! server that says nothing sees one probe per hold, never a retry per
 //! rejected task.
+//!
+//! Under a declared quota, such a pushback isolated among successes (most
+//! of the origin's recent answers admitted: an object's lock, not the
+//! rate) leaves the gate open: new slots only pause for a few of the
+//! pace's intervals ([`Gate::pause`]), and nothing is cut.
 
 use std::time::Duration;
 
@@ -36,6 +41,10 @@ pub(super) struct Gate {
     pub(super) silent: Duration,
     /// Probes rejected in a row with no time since that hold began.
     pub(super) silent_probes: u32,
+    /// No new slot is handed out before this time (slots already handed
+    /// out leave at theirs): the pause after a rejection isolated among
+    /// successes (see [`pause`](Self::pause)).
+    pub(super) paused_until: Duration,
 }
 
 /// What a pushback's time did to the gate.
@@ -143,6 +152,21 @@ impl Gate {
         self.until = answered.saturating_add(hold);
         self.span = hold;
         Closing::Closed(answered)
+    }
+
+    /// A rejection isolated among successes, answered at `answered`: no
+    /// new slot for `hold` (at most `max_gate`), so that the rejected
+    /// request's retry does not meet at once what refused it (an object
+    /// another request holds). The gate stays open: slots handed out
+    /// leave at their times, and nothing is learned or cut.
+    pub(super) fn pause(&mut self, max_gate: Duration, answered: Duration, hold: Duration) {
+        let until = answered.saturating_add(hold.min(max_gate));
+        self.paused_until = self.paused_until.max(until);
+    }
+
+    /// How long from `now` new slots are paused, if they are.
+    pub(super) fn paused_for(&self, now: Duration) -> Option<Duration> {
+        (self.paused_until > now).then(|| self.paused_until - now)
     }
 
     /// How long from `now` a refused task is told to wait: `wait`, never

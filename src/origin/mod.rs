@@ -19,6 +19,9 @@
 //! - the **pace** (`pace.rs`) releases the queue no faster than the origin
 //!   was seen to admit: learned, not configured, from the measuring
 //!   `period.rs` between one opening of the gate and the next closing.
+//!   Under a declared quota, a rejection isolated among the origin's
+//!   recent answers (`recent.rs`) is the request's, not the pace's: it
+//!   neither closes the gate nor cuts the pace.
 //!
 //! [`OriginState::admit`] composes them; the numbers they are tuned with
 //! are in `tuning.rs`, each with its reason. [`OriginState::status`] reads
@@ -39,6 +42,7 @@ mod learn;
 mod pace;
 mod period;
 mod quota;
+mod recent;
 mod slots;
 mod status;
 #[cfg(test)]
@@ -55,6 +59,7 @@ pub(crate) use held::Spent;
 use pace::{Pace, Slot};
 use period::Period;
 use quota::{Check, Quota};
+use recent::Recent;
 pub use status::{OriginStatus, PaceKind};
 pub use tokens::Statement;
 use tokens::Tokens;
@@ -171,6 +176,8 @@ pub struct OriginState {
     tokens: Tokens,
     pace: Pace,
     period: Period,
+    /// Which of its last answers were rejections.
+    recent: Recent,
     /// The first contact: whether the origin answered yet.
     first: First,
     /// Last time a task touched this origin.
@@ -187,6 +194,7 @@ impl OriginState {
             tokens: Tokens::default(),
             pace: Pace::new(now),
             period: Period::new(now),
+            recent: Recent::default(),
             first: First::default(),
             last_seen: now,
         }
@@ -315,6 +323,11 @@ impl OriginState {
             // admits is known only when the period ends, and slots handed
             // out on a partial count would lock in a pace far too slow.
             return self.queue(now, wait, latest, Admission::GateClosed(wait));
+        }
+        if let Some(wait) = self.gate.paused_for(now) {
+            // A rejection isolated among successes: its retry, and any
+            // other new slot, waits a moment; nothing is reserved.
+            return self.queue(now, wait, latest, Admission::QueueAhead(wait));
         }
         if let Some(wait) = self.first.wait(cfg, now, latest) {
             return Admission::FirstAnswer(wait);

@@ -322,6 +322,17 @@ impl Pace {
         }
     }
 
+    /// The pause after a rejection isolated among successes: a few of the
+    /// pace's intervals (at least
+    /// [`smooth_hold_min`](super::tuning::Tuning::smooth_hold_min), at most
+    /// [`silent_hold`](super::tuning::Tuning::silent_hold)): long enough
+    /// for its retry to leave behind what was sent with it, short beside
+    /// a period of the pace.
+    pub(super) fn isolated_hold(&self) -> Duration {
+        (interval(self.rate()) * TUNING.smooth_hold_intervals)
+            .clamp(TUNING.smooth_hold_min, TUNING.silent_hold)
+    }
+
     /// The period that ended saw a rejection: the batch was too large, by
     /// about a tenth (at least one, at most half). Applied once per period,
     /// when the gate reopens.

@@ -9,6 +9,7 @@ use super::gate::Gate;
 use super::pace::{Batches, Mode, Pace};
 use super::period::Period;
 use super::quota::Quota;
+use super::recent::Recent;
 use super::tokens::Tokens;
 use crate::util::nanos;
 
@@ -35,7 +36,7 @@ impl OriginState {
         let maybe =
             |t: Option<Duration>| t.map_or_else(|| "-".to_owned(), |t| nanos(t).to_string());
         format!(
-            "o14 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+            "o15 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
             nanos(gate.until),
             nanos(gate.span),
             nanos(gate.server_until),
@@ -98,6 +99,9 @@ impl OriginState {
             u8::from(tokens.quota.guessed),
             u8::from(quota.stated_spent),
             u8::from(tokens.quota.stated_spent),
+            self.recent.rejected,
+            self.recent.seen,
+            nanos(gate.paused_until),
         )
     }
 
@@ -107,7 +111,7 @@ impl OriginState {
     pub fn decode(s: &str) -> Option<Self> {
         let f: Vec<&str> = s.split(' ').collect();
         let [
-            "o14",
+            "o15",
             gate,
             span,
             server,
@@ -162,6 +166,9 @@ impl OriginState {
             tokens_guessed,
             quota_stated_spent,
             tokens_stated_spent,
+            recent_rejected,
+            recent_seen,
+            paused_until,
         ] = f.as_slice()
         else {
             return None;
@@ -207,6 +214,7 @@ impl OriginState {
                 reopen_pending: flag(closed)?,
                 silent: time(silent)?,
                 silent_probes: silent_probes.parse().ok()?,
+                paused_until: time(paused_until)?,
             },
             quota: Quota {
                 left: quota_left.parse().ok()?,
@@ -254,6 +262,7 @@ impl OriginState {
                 silent: flag(silent_period)?,
                 last_success: time(last_success)?,
             },
+            recent: Recent::from_parts(recent_rejected.parse().ok()?, recent_seen.parse().ok()?)?,
             first: First {
                 answered: flag(answered)?,
                 sent: maybe(first_sent)?,

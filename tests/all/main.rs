@@ -33,6 +33,7 @@ mod review_defects;
 mod review_fixes;
 mod server_shapes;
 mod sim;
+mod stripe;
 
 /// The test server (arrival log, rate-limited server), shared with the storm
 /// bench and the demo.

@@ -172,6 +172,11 @@ pub mod github_epoch;
 #[path = "server/llm.rs"]
 pub mod llm;
 
+/// A Stripe-like server: a token bucket of 25 a second, and `429`
+/// `lock_timeout` for an update of an object another one holds.
+#[path = "server/stripe.rs"]
+pub mod stripe;
+
 use shapes::Limit;
 // Not every includer names a silent shape's status.
 #[allow(unused_imports)]

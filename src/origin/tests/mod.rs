@@ -8,6 +8,7 @@ mod declared;
 mod declared_binds;
 mod gate;
 mod instants;
+mod isolated;
 mod known;
 mod pace;
 mod quiet;

@@ -1,0 +1,244 @@
+//! A Stripe-like server: `POST /v1/customers/<id>` updates under Stripe's
+//! two causes of `429`, as its documentation and SDKs describe them.
+//!
+//! - **The rate limiter**: Stripe's rate-limits page documents "25
+//!   requests per second" in test mode (100 in live mode), and Stripe's
+//!   engineering post on its limiters says they are token buckets. So a
+//!   bucket of [`StripeConfig::rate`] tokens, refilled continuously at that
+//!   many a second and starting full: a burst of 25, then one request
+//!   every 40 ms. (A bucket, not a fixed window: a window would admit 50
+//!   across a window boundary, which the docs' "per second" does not
+//!   promise either way; the bucket is what Stripe says it runs.) A
+//!   request with no token left gets `429` with the error `{"type":
+//!   "invalid_request_error", "code": "rate_limit"}`, no `Retry-After` and
+//!   no rate-limit header: Stripe states neither.
+//! - **An object's lock**: Stripe's error code `lock_timeout`, a `429`
+//!   too, for a request that met its object busy with another request or
+//!   a process of Stripe's own. A request
+//!   the rate limiter admitted (its token is spent: the limiter runs
+//!   before the API) to an object whose last admitted update arrived less
+//!   than [`StripeConfig::lock`] ago gets `429` with `{"type":
+//!   "invalid_request_error", "code": "lock_timeout"}` and
+//!   `Stripe-Should-Retry: true` (Stripe's SDKs retry a lock timeout, and
+//!   not a rate limit). It takes no lock itself.
+//!
+//! A `200` carries the updated object (`{"id": …, "object": "customer"}`).
+//! Every request is recorded in an [`Arrivals`] log (its path and
+//! `Idempotency-Key`, on the server's clock), and what it was answered in
+//! [`StripeState::answers`], in the same order.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use wiremock::matchers::{method, path_regex};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+use super::{Arrivals, lock};
+
+/// The path of an update of the customer `id`.
+pub fn customer_path(id: &str) -> String {
+    format!("/v1/customers/{id}")
+}
+
+/// How a [`StripeServer`] limits.
+#[derive(Debug, Clone, Copy)]
+pub struct StripeConfig {
+    /// Requests a second, and the bucket's size (25: test mode).
+    pub rate: u32,
+    /// How long an admitted update holds its object's lock.
+    pub lock: Duration,
+}
+
+impl StripeConfig {
+    /// Test mode's 25 requests a second, and a lock of `lock`.
+    pub fn test_mode(lock: Duration) -> Self {
+        StripeConfig { rate: 25, lock }
+    }
+}
+
+/// What the server answered a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StripeAnswer {
+    /// `200`, the object updated.
+    Updated,
+    /// `429` `rate_limit`: no token left.
+    RateLimited,
+    /// `429` `lock_timeout`: its object was busy.
+    LockTimeout,
+}
+
+/// What the server saw and answered.
+#[derive(Debug, Clone, Default)]
+pub struct StripeState {
+    /// How it limits (`None` only in a `Default` state, which answers
+    /// `500`).
+    config: Option<StripeConfig>,
+    /// Every request, in order, on the server's clock.
+    pub arrivals: Arrivals,
+    /// What each of [`arrivals`](Self::arrivals) was answered.
+    pub answers: Vec<StripeAnswer>,
+    /// Tokens left, as of `refilled`.
+    tokens: f64,
+    /// When the bucket was last refilled (`None`: no request yet).
+    refilled: Option<Instant>,
+    /// Per object: when its last admitted update arrived.
+    locked: HashMap<String, Instant>,
+}
+
+impl StripeState {
+    /// A server that saw nothing yet: its bucket full.
+    fn new(config: StripeConfig) -> Self {
+        StripeState {
+            config: Some(config),
+            tokens: f64::from(config.rate),
+            ..StripeState::default()
+        }
+    }
+
+    /// Judges an update of `object` arriving `now`: the bucket first, then
+    /// the object's lock.
+    fn judge(&mut self, config: StripeConfig, object: &str, now: Instant) -> StripeAnswer {
+        let rate = f64::from(config.rate);
+        if let Some(then) = self.refilled {
+            let refill = now.saturating_duration_since(then).as_secs_f64() * rate;
+            self.tokens = (self.tokens + refill).min(rate);
+        }
+        self.refilled = Some(now);
+        if self.tokens < 1.0 {
+            return StripeAnswer::RateLimited;
+        }
+        self.tokens -= 1.0;
+        let busy = self
+            .locked
+            .get(object)
+            .is_some_and(|&at| now.saturating_duration_since(at) < config.lock);
+        if busy {
+            return StripeAnswer::LockTimeout;
+        }
+        self.locked.insert(object.to_owned(), now);
+        StripeAnswer::Updated
+    }
+
+    /// Records `request`, arriving now, and answers it.
+    fn answer(&mut self, request: &Request) -> ResponseTemplate {
+        let now = Instant::now();
+        let Some(config) = self.config else {
+            return ResponseTemplate::new(500);
+        };
+        self.arrivals.record(request);
+        let object = request
+            .url
+            .path()
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        let answer = self.judge(config, &object, now);
+        self.answers.push(answer);
+        let error = |code: &str, message: &str| {
+            ResponseTemplate::new(429)
+                .insert_header("content-type", "application/json")
+                .set_body_string(format!(
+                    r#"{{"error":{{"code":"{code}","message":"{message}","type":"invalid_request_error"}}}}"#
+                ))
+        };
+        match answer {
+            StripeAnswer::Updated => ResponseTemplate::new(200)
+                .insert_header("content-type", "application/json")
+                .set_body_string(format!(r#"{{"id":"{object}","object":"customer"}}"#)),
+            StripeAnswer::RateLimited => {
+                error("rate_limit", "Too many requests in a second: slow down.")
+            }
+            StripeAnswer::LockTimeout => error(
+                "lock_timeout",
+                "Another request is updating this object: retry it shortly.",
+            )
+            .insert_header("stripe-should-retry", "true"),
+        }
+    }
+
+    /// Each request's arrival since the first one, with its answer.
+    pub fn log(&self) -> Vec<(Duration, StripeAnswer)> {
+        let at = self.arrivals.all();
+        let Some(&first) = at.first() else {
+            return Vec::new();
+        };
+        at.iter()
+            .map(|&t| t.duration_since(first))
+            .zip(self.answers.iter().copied())
+            .collect()
+    }
+
+    /// How many requests got `answer`.
+    pub fn count(&self, answer: StripeAnswer) -> usize {
+        self.answers.iter().filter(|&&a| a == answer).count()
+    }
+
+    /// From the first request to the last `200`, on the server's clock.
+    pub fn last_update(&self) -> Option<Duration> {
+        self.log()
+            .iter()
+            .rev()
+            .find(|(_, a)| *a == StripeAnswer::Updated)
+            .map(|(at, _)| *at)
+    }
+
+    /// Requests per whole second of the server's clock, counted from its
+    /// first request.
+    pub fn per_second(&self) -> Vec<usize> {
+        let mut seconds: Vec<usize> = Vec::new();
+        for (at, _) in self.log() {
+            let s = usize::try_from(at.as_secs()).unwrap_or(usize::MAX);
+            if seconds.len() <= s {
+                seconds.resize(s + 1, 0);
+            }
+            seconds[s] += 1;
+        }
+        seconds
+    }
+}
+
+/// Answers each request from the shared state.
+struct Responder(Arc<Mutex<StripeState>>);
+
+impl Respond for Responder {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        lock(&self.0).answer(request)
+    }
+}
+
+/// A [`StripeState`] served on a fresh port (a new origin), answering
+/// `POST /v1/customers/<id>`.
+pub struct StripeServer {
+    mock: MockServer,
+    state: Arc<Mutex<StripeState>>,
+    /// `scheme://host:port`, no trailing slash.
+    pub uri: String,
+}
+
+impl StripeServer {
+    /// A server limiting as `config` says, on a fresh port.
+    pub async fn start(config: StripeConfig) -> Self {
+        let state = Arc::new(Mutex::new(StripeState::new(config)));
+        let mock = MockServer::builder()
+            .disable_request_recording()
+            .start()
+            .await;
+        Mock::given(method("POST"))
+            .and(path_regex(r"^/v1/customers/[^/]+$"))
+            .respond_with(Responder(state.clone()))
+            .mount(&mock)
+            .await;
+        let uri = mock.uri();
+        StripeServer { mock, state, uri }
+    }
+
+    /// Stops the server and returns what it saw.
+    pub fn finish(self) -> StripeState {
+        let StripeServer { mock, state, .. } = self;
+        // Dropped on a thread of its own, as `LimitedServer::finish` does.
+        let _ = std::thread::spawn(move || drop(mock)).join();
+        lock(&state).clone()
+    }
+}
