@@ -87,7 +87,7 @@ impl<'a, S: Store> Task<'a, S> {
                 let admit = Box::pin(self.admit_limit(false, now.take()));
                 match admit.await? {
                     Step::Go(at) | Step::Confirmed(at) => return Ok(at),
-                    Step::Again => {}
+                    Step::Again | Step::FirstAnswer => {}
                 }
                 if self.learn_route(request) {
                     break;
@@ -165,6 +165,16 @@ impl<'a, S: Store> Task<'a, S> {
                     }
                     Step::Again => {
                         confirmed = None;
+                        again = true;
+                        break;
+                    }
+                    Step::FirstAnswer => {
+                        // The scope asked before keeps its grant (its own
+                        // first contact, perhaps): only this one is asked
+                        // again.
+                        if !first {
+                            confirmed = Some(!scoped);
+                        }
                         again = true;
                         break;
                     }
@@ -341,15 +351,18 @@ impl<'a, S: Store> Task<'a, S> {
                 Admission::FirstAnswer(d) => {
                     // Until the first answer is recorded in this process,
                     // or `d` (another process may have sent the first).
+                    // What the limits asked before granted is kept: the
+                    // wait is short, and bounded, and a scope's grant may
+                    // be its own first contact, which no other task would
+                    // take meanwhile.
                     let d = trimmed(Duration::ZERO, d, by);
-                    self.permit.give_back_spent();
                     self.waiting(Some(key), WaitReason::FirstAnswer, d);
                     let slept = Instant::now();
                     let woken = Box::pin(self.shared.first_answer(d));
                     woken.await;
                     self.end_wait(false);
                     self.state.add_wait(slept.elapsed());
-                    return Ok(Step::Again);
+                    return Ok(Step::FirstAnswer);
                 }
                 Admission::QueueAhead(d) => {
                     // Only "ask again then": asked sooner, the store
@@ -421,6 +434,9 @@ enum Step {
     Confirmed(Instant),
     /// The task waited for it: every limit is asked again.
     Again,
+    /// The task waited for its first answer: it is asked again, and the
+    /// limits asked before keep what they granted.
+    FirstAnswer,
 }
 
 impl<S: Store> Task<'_, S> {
