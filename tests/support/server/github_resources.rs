@@ -18,7 +18,9 @@
 //!   a client could plan with). A request over it gets a rate-limit status
 //!   with `retry-after` and its resource's fields (quota left), and spends
 //!   no primary quota.
-//! - Options beyond the docs: a gateway's `502` on every n-th arrival
+//! - Options beyond the docs: a resource's answers leaving late (search
+//!   is slower than a repository read: [`Config::slow`]), a gateway's
+//!   `502` on every n-th arrival
 //!   (before the API: it counts toward neither limit, and carries no
 //!   fields), and a plain `403` on chosen repositories (the fields, quota
 //!   left, no `retry-after`; it counts toward both limits, as at GitHub).
@@ -67,6 +69,9 @@ pub struct Config {
     pub bad_gateway_every: u32,
     /// Repository paths (`/repos/o/r`) whose requests get a plain `403`.
     pub refused: Vec<String>,
+    /// Answers of these resources leave this long after their request
+    /// arrived (judged on arrival).
+    pub slow: Vec<(&'static str, Duration)>,
 }
 
 impl Config {
@@ -78,6 +83,7 @@ impl Config {
             statuses: vec![403],
             bad_gateway_every: 0,
             refused: Vec::new(),
+            slow: Vec::new(),
         }
     }
 }
@@ -206,8 +212,7 @@ impl ResourcesState {
         let of = || self.arrivals.iter().filter(|a| a.resource == resource);
         let first = of().next()?.at;
         let last = of()
-            .filter(|a| matches!(a.answer, Some(Answer::Ok | Answer::Refused)))
-            .last()?
+            .rfind(|a| matches!(a.answer, Some(Answer::Ok | Answer::Refused)))?
             .at;
         Some(last - first)
     }
@@ -255,7 +260,7 @@ impl ResourcesState {
 impl Judge for ResourcesState {
     fn judge(&mut self, request: &Seen<'_>, now: Instant, wall: Duration) -> Reply {
         let every = self.config.bad_gateway_every;
-        if every > 0 && (self.arrivals.len() + 1) % every as usize == 0 {
+        if every > 0 && (self.arrivals.len() + 1).is_multiple_of(every as usize) {
             self.record(request, (now, wall), 502, None);
             return Reply::new(502).body(r#"{"message":"Server Error"}"#);
         }
@@ -283,10 +288,16 @@ impl Judge for ResourcesState {
             });
         }
         let window = *windows.last().expect("a window was just opened");
+        let delay = self
+            .config
+            .slow
+            .iter()
+            .find(|s| s.0 == name)
+            .map_or(Duration::ZERO, |s| s.1);
         let fields = |reply: Reply, remaining: u32| {
             rate_limit_fields(resource.quota, remaining, window.reset, name)
                 .into_iter()
-                .fold(reply, |r, (n, v)| r.header(n, v))
+                .fold(reply.after(delay), |r, (n, v)| r.header(n, v))
         };
         let left = resource.quota.saturating_sub(window.used);
         if let Some(sec) = self.config.secondary {

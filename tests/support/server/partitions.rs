@@ -109,7 +109,7 @@ impl PartitionsState {
     pub fn finished(&self, p: usize) -> Option<Duration> {
         let of = || self.arrivals.iter().filter(|a| a.partition == Some(p));
         let first = of().next()?.at;
-        let last = of().filter(|a| a.status == 200).last()?.at;
+        let last = of().rfind(|a| a.status == 200)?.at;
         Some(last - first)
     }
 

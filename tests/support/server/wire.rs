@@ -20,12 +20,14 @@ pub struct Seen<'a> {
     pub task: Option<u32>,
 }
 
-/// An answer: its status, headers in order, and body.
+/// An answer: its status, headers in order, body, and how long after its
+/// request arrived it leaves.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reply {
     pub status: u16,
     pub headers: Vec<(&'static str, String)>,
     pub body: String,
+    pub delay: Duration,
 }
 
 impl Reply {
@@ -35,7 +37,15 @@ impl Reply {
             status,
             headers: Vec::new(),
             body: String::new(),
+            delay: Duration::ZERO,
         }
+    }
+
+    /// Leaves `delay` after its request arrived (the server's work).
+    #[must_use]
+    pub fn after(mut self, delay: Duration) -> Self {
+        self.delay = delay;
+        self
     }
 
     /// Adds the header `name: value`.
@@ -64,6 +74,9 @@ impl Reply {
         let mut t = ResponseTemplate::new(self.status);
         for (name, value) in &self.headers {
             t = t.append_header(*name, value.as_str());
+        }
+        if !self.delay.is_zero() {
+            t = t.set_delay(self.delay);
         }
         if self.body.is_empty() {
             t
@@ -127,6 +140,13 @@ impl<S: Judge> JudgedServer<S> {
             .await;
         let uri = mock.uri();
         JudgedServer { mock, state, uri }
+    }
+
+    /// What `f` reads of the state now.
+    pub fn peek<T>(&self, f: impl FnOnce(&S) -> T) -> T {
+        f(lock(&self.state)
+            .as_ref()
+            .expect("a server's state stays until finish"))
     }
 
     /// Stops the server and returns its state.
