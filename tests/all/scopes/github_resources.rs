@@ -25,9 +25,12 @@ const SEARCH: Resource = Resource {
     quota: 10,
     window: Duration::from_secs(3),
 };
+/// Repository reads (core).
 const CORE_GETS: u32 = 300;
+/// Searches beside them.
 const SEARCHES: u32 = 30;
 
+/// The default policy with GitHub's preset.
 fn github() -> Policy {
     Policy::default().rate_limit_headers(RateLimitHeaders::github())
 }

@@ -65,6 +65,7 @@ impl Returned {
         self.statuses.get(&status).copied().unwrap_or(0)
     }
 
+    /// Counts what one task got back.
     fn add(&mut self, result: &reqwest_middleware::Result<Response>) {
         match result {
             Ok(resp) => {

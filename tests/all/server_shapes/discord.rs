@@ -223,6 +223,11 @@ fn the_ideal_runs_the_buckets_side_by_side_under_the_global_limit() {
         ms(10_000)
     );
     assert_eq!(ideal(&[(100, Duration::from_secs(10), 100)], 50), ms(1000));
+    // 10 buckets of 5 per 0.5 s allow 100 a second: 410 requests at the
+    // global 50 need 9 seconds' windows, the last opening at 8 s.
+    let mut buckets = vec![(5, ms(500), 40); 10];
+    buckets.extend([(5, ms(500), 5); 2]);
+    assert_eq!(ideal(&buckets, 50), ms(8000));
 }
 
 fn global_429(at: Instant) -> Heard {

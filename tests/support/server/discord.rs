@@ -112,6 +112,7 @@ fn matches(template: &str, path: &str) -> Option<String> {
 /// What the server answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
+    /// Admitted: `200`.
     Ok,
     /// The global limit's `429`.
     Global,
@@ -119,6 +120,7 @@ pub enum Kind {
     User,
     /// A shared resource's `429`.
     Shared,
+    /// No route: `404`.
     NotFound,
 }
 
@@ -184,6 +186,7 @@ fn whole(d: Duration) -> u64 {
     (d.as_secs() + u64::from(d.subsec_nanos() > 0)).max(1)
 }
 
+/// A `429` with `Retry-After` and Discord's JSON body.
 fn limited(message: &str, wait: Duration, global: bool) -> Reply {
     let body = format!(
         r#"{{"message": "{message}", "retry_after": {}, "global": {global}}}"#,
@@ -195,6 +198,7 @@ fn limited(message: &str, wait: Duration, global: bool) -> Reply {
 }
 
 impl DiscordState {
+    /// A server with `config` that has seen nothing.
     pub fn new(config: Config) -> Self {
         DiscordState {
             config,
@@ -207,10 +211,12 @@ impl DiscordState {
         }
     }
 
+    /// Requests answered as `kind`.
     pub fn count(&self, kind: Kind) -> usize {
         self.arrivals.iter().filter(|a| a.kind == kind).count()
     }
 
+    /// Sends before the end of the wait the task's last `429` named.
     pub fn premature(&self) -> usize {
         self.arrivals.iter().filter(|a| a.premature).count()
     }
@@ -233,6 +239,7 @@ impl DiscordState {
         Some(last - first)
     }
 
+    /// Records `request`, arriving at `now`, and its answer.
     fn record(&mut self, request: &Seen<'_>, now: Instant, bucket: Option<String>, kind: Kind) {
         let premature = request
             .task
@@ -256,6 +263,7 @@ impl DiscordState {
         });
     }
 
+    /// Notes that `task` was told to wait until `until`.
     fn tell(&mut self, task: Option<u32>, until: Instant) {
         if let Some(id) = task {
             self.told.insert(id, until);

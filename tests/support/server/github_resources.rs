@@ -156,6 +156,9 @@ pub struct ResourcesState {
     pub config: Config,
     pub arrivals: Vec<Arrival>,
     pub windows: HashMap<&'static str, Vec<Window>>,
+    /// Plain `403`s that took their quota's last unit, so said
+    /// `remaining: 0`: a client may rightly send them again at the reset.
+    pub refused_at_zero: usize,
     /// Secondary-limit points within the span: arrival and points.
     log: VecDeque<(Instant, u32)>,
     told: HashMap<u32, Told>,
@@ -163,11 +166,13 @@ pub struct ResourcesState {
 }
 
 impl ResourcesState {
+    /// A server with `config` that has seen nothing.
     pub fn new(config: Config) -> Self {
         ResourcesState {
             config,
             arrivals: Vec::new(),
             windows: HashMap::new(),
+            refused_at_zero: 0,
             log: VecDeque::new(),
             told: HashMap::new(),
             limit_answers: 0,
@@ -202,6 +207,7 @@ impl ResourcesState {
         self.arrivals.iter().filter(|a| a.status == 502).count()
     }
 
+    /// Sends before the time the task's last rate-limit answer named.
     pub fn premature(&self) -> usize {
         self.arrivals.iter().filter(|a| a.premature).count()
     }
@@ -223,6 +229,7 @@ impl ResourcesState {
         self.windows.get(resource)?.first().map(Window::length)
     }
 
+    /// The status of the next rate-limit answer.
     fn limit_status(&mut self) -> u16 {
         let statuses = &self.config.statuses;
         let status = statuses[self.limit_answers % statuses.len()];
@@ -345,6 +352,14 @@ impl Judge for ResourcesState {
             (200, Answer::Ok, "[]")
         };
         self.record(request, (now, wall), status, Some(answer));
+        if refused && left == 1 {
+            // It took the quota's last unit: to a client, a primary-limit
+            // answer (GitHub documents `403` with remaining 0 as one).
+            self.refused_at_zero += 1;
+            if let Some(id) = request.task {
+                self.told.entry(id).or_default().reset = Some(window.reset);
+            }
+        }
         fields(Reply::new(status), left - 1).body(body)
     }
 }

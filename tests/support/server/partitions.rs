@@ -82,6 +82,7 @@ fn ceil_secs(d: Duration) -> u64 {
 }
 
 impl PartitionsState {
+    /// A server with `config` that has seen nothing.
     pub fn new(config: Config) -> Self {
         let windows = vec![Window::default(); config.partitions.len()];
         PartitionsState {
@@ -100,6 +101,7 @@ impl PartitionsState {
             .count()
     }
 
+    /// Sends before the end of the window the task's last `429` named.
     pub fn premature(&self) -> usize {
         self.arrivals.iter().filter(|a| a.premature).count()
     }
@@ -113,6 +115,7 @@ impl PartitionsState {
         Some(last - first)
     }
 
+    /// Records `request`, arriving at `now`, and its answer.
     fn record(&mut self, request: &Seen<'_>, now: Instant, partition: Option<usize>, status: u16) {
         let premature = request
             .task

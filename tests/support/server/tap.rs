@@ -56,6 +56,7 @@ impl Tap {
         lock(&self.0).clone()
     }
 
+    /// Logs `event`, after every earlier one.
     fn push(&self, event: Heard) {
         lock(&self.0).push(event);
     }

@@ -70,6 +70,7 @@ impl Reply {
             .map(|(_, v)| v.as_str())
     }
 
+    /// The answer wiremock sends.
     fn template(self) -> ResponseTemplate {
         let mut t = ResponseTemplate::new(self.status);
         for (name, value) in &self.headers {
@@ -101,6 +102,7 @@ pub fn wall_now() -> Duration {
         .unwrap_or_default()
 }
 
+/// Judges each request with the shared state (none once finished).
 struct Responder<S>(Arc<Mutex<Option<S>>>);
 
 impl<S: Judge> Respond for Responder<S> {
@@ -127,6 +129,7 @@ pub struct JudgedServer<S> {
 }
 
 impl<S: Judge> JudgedServer<S> {
+    /// Serves `state` on a fresh port.
     pub async fn start(state: S) -> Self {
         let state = Arc::new(Mutex::new(Some(state)));
         // A bare (not pooled) server: a new port, so a new origin.
