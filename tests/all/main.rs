@@ -31,6 +31,7 @@ mod review27_stated;
 mod review27_task;
 mod review_defects;
 mod review_fixes;
+mod scopes;
 mod server_shapes;
 mod sim;
 mod stripe;

@@ -176,6 +176,28 @@ pub mod llm;
 /// `lock_timeout` for an update of an object another one holds.
 #[path = "server/stripe.rs"]
 pub mod stripe;
+/// Serving a vendor-like server's state, judged at given instants.
+#[path = "server/wire.rs"]
+pub mod wire;
+
+/// A client-side log of sends and answers, in the order the client saw
+/// them: what it knew when it sent.
+#[path = "server/tap.rs"]
+pub mod tap;
+
+/// GitHub with several resources on one host (`core`, `search`,
+/// `code_search`, `graphql`), its secondary limit by points, `502`s and
+/// plain `403`s.
+#[path = "server/github_resources.rs"]
+pub mod github_resources;
+
+/// Discord: per-route buckets per major parameter under a global limit.
+#[path = "server/discord.rs"]
+pub mod discord;
+
+/// Two IETF `RateLimit` partitions (`pk`) of one origin.
+#[path = "server/partitions.rs"]
+pub mod partitions;
 
 use shapes::Limit;
 // Not every includer names a silent shape's status.

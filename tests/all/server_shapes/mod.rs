@@ -3,9 +3,13 @@
 //! their `429`s say, and the instant each `429` allows; the silent shapes
 //! (`silent`: judged at fixed instants; `silent_wire`: over HTTP with a bare
 //! reqwest client, every time the server's own); the GitHub-like server
-//! (`github`).
+//! (`github`); the vendor servers of many limits per origin, judged at
+//! fixed instants (`github_resources`, `discord`, `partitions`).
 
+mod discord;
 mod github;
+mod github_resources;
+mod partitions;
 mod silent;
 mod silent_wire;
 

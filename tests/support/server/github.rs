@@ -99,12 +99,38 @@ pub struct GitHubState {
     log: VecDeque<Instant>,
 }
 
+/// The body of a primary-limit answer, as GitHub words it.
+pub(super) const PRIMARY_BODY: &str = r#"{"message":"API rate limit exceeded for user ID 1."}"#;
+/// The body of a secondary-limit answer, as GitHub words it.
+pub(super) const SECONDARY_BODY: &str =
+    r#"{"message":"You have exceeded a secondary rate limit."}"#;
+/// The body of a plain `403`: the request itself is refused.
+pub(super) const REFUSED_BODY: &str = r#"{"message":"Resource not accessible by integration"}"#;
+
+/// The fields GitHub sends on every answer: the quota (`limit`), what is
+/// left of it, what was used, the window's reset (Unix epoch seconds) and
+/// the resource the request counted against.
+pub(super) fn rate_limit_fields(
+    limit: u32,
+    remaining: u32,
+    reset: u64,
+    resource: &str,
+) -> [(&'static str, String); 5] {
+    [
+        ("x-ratelimit-limit", limit.to_string()),
+        ("x-ratelimit-remaining", remaining.to_string()),
+        ("x-ratelimit-used", (limit - remaining).to_string()),
+        ("x-ratelimit-reset", reset.to_string()),
+        ("x-ratelimit-resource", resource.to_owned()),
+    ]
+}
+
 fn epoch_secs(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 /// Whole seconds, rounded up, at least 1.
-fn ceil_secs(d: Duration) -> u64 {
+pub(super) fn ceil_secs(d: Duration) -> u64 {
     (d.as_secs() + u64::from(d.subsec_nanos() > 0)).max(1)
 }
 
@@ -131,24 +157,20 @@ impl GitHubState {
         if task.refused > 0 {
             task.sends_after_refusal += 1;
         }
+        let reset = self.reset;
         let headers = |answer: ResponseTemplate, remaining: u32| {
-            answer
-                .insert_header("x-ratelimit-limit", config.quota.to_string().as_str())
-                .insert_header("x-ratelimit-remaining", remaining.to_string().as_str())
-                .insert_header(
-                    "x-ratelimit-used",
-                    (config.quota - remaining).to_string().as_str(),
-                )
-                .insert_header("x-ratelimit-reset", self.reset.to_string().as_str())
-                .insert_header("x-ratelimit-resource", "core")
+            rate_limit_fields(config.quota, remaining, reset, "core")
+                .into_iter()
+                .fold(answer, |a, (name, value)| {
+                    a.insert_header(name, value.as_str())
+                })
         };
         if self.used >= config.quota {
             task.last = Some(Answer::Primary);
             task.limited += 1;
             task.not_before_reset = Some(self.reset);
             self.primary += 1;
-            let body = r#"{"message":"API rate limit exceeded for user ID 1."}"#;
-            return headers(ResponseTemplate::new(config.status), 0).set_body_string(body);
+            return headers(ResponseTemplate::new(config.status), 0).set_body_string(PRIMARY_BODY);
         }
         while self
             .log
@@ -165,13 +187,12 @@ impl GitHubState {
             task.limited += 1;
             task.not_before = Some(now + Duration::from_secs(retry_after));
             self.secondary += 1;
-            let body = r#"{"message":"You have exceeded a secondary rate limit."}"#;
             return headers(
                 ResponseTemplate::new(config.status),
                 config.quota - self.used,
             )
             .insert_header("retry-after", retry_after.to_string().as_str())
-            .set_body_string(body);
+            .set_body_string(SECONDARY_BODY);
         }
         // Admitted: it counts toward both limits, refused or not.
         self.log.push_back(now);
@@ -185,9 +206,8 @@ impl GitHubState {
             }
             task.refused += 1;
             self.refused += 1;
-            let body = r#"{"message":"Resource not accessible by integration"}"#;
             return headers(ResponseTemplate::new(403), config.quota - self.used)
-                .set_body_string(body);
+                .set_body_string(REFUSED_BODY);
         }
         task.last = Some(Answer::Ok);
         task.oks += 1;

@@ -1,0 +1,164 @@
+//! Serving a vendor-like server's state over wiremock: the state judges
+//! each request at instants it is given ([`Judge`]), so its rules are
+//! tested at fixed times with no socket; [`JudgedServer`] reads the
+//! clocks, asks it, and sends its [`Reply`].
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use wiremock::matchers::any;
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+use super::{lock, task_of};
+
+/// What a judge reads of a request.
+#[derive(Debug, Clone, Copy)]
+pub struct Seen<'a> {
+    pub method: &'a str,
+    pub path: &'a str,
+    /// Its `x-task` header: the test's name for the task that sent it.
+    pub task: Option<u32>,
+}
+
+/// An answer: its status, headers in order, body, and how long after its
+/// request arrived it leaves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    pub status: u16,
+    pub headers: Vec<(&'static str, String)>,
+    pub body: String,
+    pub delay: Duration,
+}
+
+impl Reply {
+    /// An answer with `status`, no headers and no body.
+    pub fn new(status: u16) -> Self {
+        Reply {
+            status,
+            headers: Vec::new(),
+            body: String::new(),
+            delay: Duration::ZERO,
+        }
+    }
+
+    /// Leaves `delay` after its request arrived (the server's work).
+    #[must_use]
+    pub fn after(mut self, delay: Duration) -> Self {
+        self.delay = delay;
+        self
+    }
+
+    /// Adds the header `name: value`.
+    #[must_use]
+    pub fn header(mut self, name: &'static str, value: impl ToString) -> Self {
+        self.headers.push((name, value.to_string()));
+        self
+    }
+
+    /// Sets the body (sent as `application/json`).
+    #[must_use]
+    pub fn body(mut self, body: impl Into<String>) -> Self {
+        self.body = body.into();
+        self
+    }
+
+    /// The value of header `name` (the first, by case-insensitive name).
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The answer wiremock sends.
+    fn template(self) -> ResponseTemplate {
+        let mut t = ResponseTemplate::new(self.status);
+        for (name, value) in &self.headers {
+            t = t.append_header(*name, value.as_str());
+        }
+        if !self.delay.is_zero() {
+            t = t.set_delay(self.delay);
+        }
+        if self.body.is_empty() {
+            t
+        } else {
+            t.set_body_raw(self.body, "application/json")
+        }
+    }
+}
+
+/// A server's rules: the answer to a request arriving at `now` (the
+/// monotonic clock every arrival and client record shares) and `wall`
+/// (since the Unix epoch, the real system clock: what a server's `Date`
+/// and epoch resets are made of).
+pub trait Judge: Send + 'static {
+    fn judge(&mut self, request: &Seen<'_>, now: Instant, wall: Duration) -> Reply;
+}
+
+/// The system clock, since the Unix epoch.
+pub fn wall_now() -> Duration {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+}
+
+/// Judges each request with the shared state (none once finished).
+struct Responder<S>(Arc<Mutex<Option<S>>>);
+
+impl<S: Judge> Respond for Responder<S> {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        let seen = Seen {
+            method: request.method.as_str(),
+            path: request.url.path(),
+            task: task_of(request),
+        };
+        match lock(&self.0).as_mut() {
+            Some(state) => state.judge(&seen, Instant::now(), wall_now()).template(),
+            // Finished: the test has taken the state.
+            None => ResponseTemplate::new(503),
+        }
+    }
+}
+
+/// A [`Judge`] served on a fresh port (a new origin), every method and
+/// path.
+pub struct JudgedServer<S> {
+    mock: MockServer,
+    state: Arc<Mutex<Option<S>>>,
+    pub uri: String,
+}
+
+impl<S: Judge> JudgedServer<S> {
+    /// Serves `state` on a fresh port.
+    pub async fn start(state: S) -> Self {
+        let state = Arc::new(Mutex::new(Some(state)));
+        // A bare (not pooled) server: a new port, so a new origin.
+        let mock = MockServer::builder()
+            .disable_request_recording()
+            .start()
+            .await;
+        Mock::given(any())
+            .respond_with(Responder(state.clone()))
+            .mount(&mock)
+            .await;
+        let uri = mock.uri();
+        JudgedServer { mock, state, uri }
+    }
+
+    /// What `f` reads of the state now.
+    pub fn peek<T>(&self, f: impl FnOnce(&S) -> T) -> T {
+        f(lock(&self.state)
+            .as_ref()
+            .expect("a server's state stays until finish"))
+    }
+
+    /// Stops the server and returns its state.
+    pub fn finish(self) -> S {
+        let JudgedServer { mock, state, .. } = self;
+        // Dropped on a thread of its own, as `LimitedServer::finish` does.
+        let _ = std::thread::spawn(move || drop(mock)).join();
+        lock(&state)
+            .take()
+            .expect("a server's state is taken once, by finish")
+    }
+}
