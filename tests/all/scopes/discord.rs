@@ -115,7 +115,6 @@ async fn messages_and_reads(config: Config, name: &str, channels: u32, messages:
 }
 
 #[tokio::test]
-#[ignore = "issue 28: needs scopes"]
 async fn messages_to_five_channels_and_guild_reads_run_bucket_by_bucket() {
     // 40 messages a channel: 8 windows, the last opening at 8.75 s; 35
     // requests a window in all, under the global limit.
@@ -124,7 +123,6 @@ async fn messages_to_five_channels_and_guild_reads_run_bucket_by_bucket() {
 }
 
 #[tokio::test]
-#[ignore = "issue 28: needs scopes"]
 async fn buckets_on_a_server_clock_2s_ahead() {
     // What the docs leave open: the server's clock against the client's.
     // `X-RateLimit-Reset-After` says the same as ever; `X-RateLimit-Reset`
@@ -135,7 +133,7 @@ async fn buckets_on_a_server_clock_2s_ahead() {
 }
 
 #[tokio::test]
-#[ignore = "issue 28: needs scopes"]
+#[ignore = "open: 1.69× its ideal: Discord's global 50 a second is kept as a refilled bucket, which lets a first second hold up to 100 where this server counts 50 per fixed second; one global 429 then cuts the origin's pace"]
 async fn buckets_allowing_more_than_the_global_limit_wait_for_it() {
     // 10 channels at 5 per 0.5 s allow 100 a second: the global 50 binds,
     // from the first request (400 messages and 10 reads: about 8 s).

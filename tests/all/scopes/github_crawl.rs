@@ -46,7 +46,7 @@ fn repository(i: u32) -> String {
 }
 
 #[tokio::test]
-#[ignore = "issue 28: needs scopes"]
+#[ignore = "open: 2.4× its ideal, 20 secondary pushbacks: the origin's pace after a secondary limit's retry-after is learned per hold (about 30 per 3 s), where the limit admits 30 a second"]
 async fn a_crawl_spends_the_primary_quota_at_a_rate_the_secondary_limit_allows() {
     let mut config = Config::new(vec![CORE]);
     config.secondary = Some(SECONDARY);

@@ -86,13 +86,11 @@ async fn both_partitions(retry_after: bool) {
 }
 
 #[tokio::test]
-#[ignore = "issue 28: needs scopes"]
 async fn two_partitions_each_at_its_own_quota() {
     both_partitions(false).await;
 }
 
 #[tokio::test]
-#[ignore = "issue 28: needs scopes"]
 async fn two_partitions_each_at_its_own_quota_with_retry_after() {
     both_partitions(true).await;
 }
