@@ -8,6 +8,7 @@ use tokio::time::Instant;
 
 use super::Task;
 use super::halt::{Halt, LeaseGuard};
+use super::permit::Permit;
 use crate::admission::{self, Admitted, Slot};
 use crate::error::Error;
 use crate::extensions::IdempotencyKey;
@@ -84,7 +85,7 @@ impl<'a, S: Store> Task<'a, S> {
         if self.route.is_none() {
             // The origin's limit alone.
             loop {
-                let admit = Box::pin(self.admit_limit(false, now.take()));
+                let admit = Box::pin(self.admit_limit(false, now.take(), None));
                 match admit.await? {
                     Step::Go(at) | Step::Confirmed(at) => return Ok(at),
                     Step::Again | Step::FirstAnswer => {}
@@ -134,8 +135,8 @@ impl<'a, S: Store> Task<'a, S> {
             }
             let mut admitted = None;
             let mut again = false;
-            // The limits asked in this pass, in order.
-            let mut asked: Vec<bool> = Vec::with_capacity(2);
+            // Whether a limit was asked in this pass yet.
+            let mut asked = false;
             // The scope first: it holds most often (a bucket or resource
             // spent), and what it granted goes back whole when the origin
             // makes the task wait (a unit, cost units). The origin, asked
@@ -149,9 +150,16 @@ impl<'a, S: Store> Task<'a, S> {
                 if confirmed == Some(scoped) {
                     continue;
                 }
-                let first = asked.is_empty();
-                asked.push(scoped);
-                match self.admit_limit(scoped, now.take()).await? {
+                let first = !asked;
+                asked = true;
+                // The limit asked first admitted the task a round trip
+                // ago: its gate is read again beside this ask.
+                let reread = match (first, scoped) {
+                    (false, false) => self.scope_key.clone(),
+                    (false, true) => Some(self.origin.clone()),
+                    _ => None,
+                };
+                match self.admit_limit(scoped, now.take(), reread).await? {
                     Step::Go(at) => admitted = Some(at),
                     Step::Confirmed(at) => {
                         confirmed = Some(scoped);
@@ -180,49 +188,27 @@ impl<'a, S: Store> Task<'a, S> {
                     }
                 }
             }
-            if !again && asked.len() > 1 && !self.store.answers_at_once() {
-                // The first limit admitted the task a round trip before
-                // the last did: a pushback recorded meanwhile may have
-                // closed its gate. Read both again (at once, one round
-                // trip, as a confirmed slot's read), and wait instead of
-                // following into it.
-                if let Some(d) = self.closed_since().await? {
-                    // Never past what the task accepts.
-                    let at = Instant::now();
-                    let limit = self.planner.admission_limit(&self.state, at);
-                    if ends_past(at, d, at.checked_add(limit.latest)) {
-                        return Err(self.refused(limit.reason, d));
-                    }
-                    self.permit.give_back_spent();
-                    confirmed = None;
-                    self.waiting(None, WaitReason::Gate, d);
-                    let slept = Instant::now();
-                    let sleep = Box::pin(tokio::time::sleep(d));
-                    sleep.await;
-                    self.end_wait(false);
-                    self.state.add_wait(slept.elapsed());
-                    continue;
-                }
-            }
             if !again {
                 return Ok(admitted.unwrap_or_else(Instant::now));
             }
         }
     }
 
-    /// How long from now the gate of either limit of the task stays
-    /// closed, read from the store (both at once); `None` when both are
-    /// open.
-    async fn closed_since(&self) -> Result<Option<Duration>, Halt> {
-        let scope = self.scope_key.as_deref().unwrap_or(&self.origin);
-        let both = crate::util::join2(self.closed_for(&self.origin), self.closed_for(scope));
-        let (origin, scope) = self
-            .bounded_raw(both)
-            .await
-            .ok_or(Halt::Stop(StopReason::DeadlineExhausted))?;
-        Ok(origin
-            .map_err(Halt::Store)?
-            .max(scope.map_err(Halt::Store)?))
+    /// Waits `d` for the gate of the limit `held` (`None`: the origin's),
+    /// never past what the task accepts (else it is refused).
+    async fn wait_closed(&mut self, held: Option<&str>, d: Duration) -> Result<(), Halt> {
+        let at = Instant::now();
+        let limit = self.planner.admission_limit(&self.state, at);
+        if ends_past(at, d, at.checked_add(limit.latest)) {
+            return Err(self.refused(limit.reason, d));
+        }
+        self.waiting(held, WaitReason::Gate, d);
+        let slept = Instant::now();
+        let sleep = Box::pin(tokio::time::sleep(d));
+        sleep.await;
+        self.end_wait(false);
+        self.state.add_wait(slept.elapsed());
+        Ok(())
     }
 
     /// How long from now the gate of the limit `key` stays closed, read
@@ -234,7 +220,17 @@ impl<'a, S: Store> Task<'a, S> {
 
     /// Asks one limit (the origin's, or with `scoped` the scope's) to
     /// admit the task, and waits as it answers.
-    async fn admit_limit(&mut self, scoped: bool, now: Option<Instant>) -> Result<Step, Halt> {
+    ///
+    /// With `reread`, the key of a limit that admitted the task a round
+    /// trip ago, that limit's gate is read again beside the ask (at once:
+    /// one round trip): a pushback recorded since may have closed it, and
+    /// the task then gives back what this limit granted, and waits.
+    async fn admit_limit(
+        &mut self,
+        scoped: bool,
+        now: Option<Instant>,
+        reread: Option<String>,
+    ) -> Result<Step, Halt> {
         let policy = self.planner.policy();
         let mut now = now;
         let key = match (scoped, &self.scope_key) {
@@ -264,10 +260,34 @@ impl<'a, S: Store> Task<'a, S> {
                 let Some(admit) = self.admit_owned(key, pacing, within) else {
                     return Ok(Step::Go(asked));
                 };
-                // Boxed: the task's future keeps a pointer (this store's
-                // calls cost a round trip, not an allocation's time).
-                let bounded = Box::pin(self.bounded_ready(admit));
-                bounded.await
+                match reread {
+                    None => {
+                        // Boxed: the task's future keeps a pointer (this
+                        // store's calls cost a round trip, not an
+                        // allocation's time).
+                        let bounded = Box::pin(self.bounded_ready(admit));
+                        bounded.await
+                    }
+                    Some(other) => {
+                        let both = crate::util::join2(admit, self.closed_for(&other));
+                        let bounded = Box::pin(self.bounded_ready(both));
+                        let (answers, at_once) = bounded.await;
+                        let Some((admitted, closed)) = answers else {
+                            return Err(Halt::Stop(StopReason::DeadlineExhausted));
+                        };
+                        if let Ok(Some(d)) = closed {
+                            // What this limit granted goes back with a
+                            // permit dropped at once.
+                            if let Ok(admitted) = &admitted {
+                                drop(Permit::new(self.store).with_admitted(key, admitted));
+                            }
+                            self.permit.give_back_spent();
+                            self.wait_closed(Some(&other), d).await?;
+                            return Ok(Step::Again);
+                        }
+                        (Some(admitted), at_once)
+                    }
+                }
             };
             let Admitted {
                 admission,
