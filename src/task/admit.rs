@@ -269,22 +269,35 @@ impl<'a, S: Store> Task<'a, S> {
                         bounded.await
                     }
                     Some(other) => {
-                        let both = crate::util::join2(admit, self.closed_for(&other));
+                        // The answer is held by a permit from the moment it
+                        // comes: if the read is still on its way when the
+                        // task is dropped or its deadline passes, what the
+                        // answer reserved goes back with it.
+                        let store = self.store;
+                        let held = async move {
+                            let admitted = admit.await?;
+                            let permit = Permit::new(store).with_admitted(key, &admitted);
+                            Ok::<_, crate::store::StoreError>((admitted, permit))
+                        };
+                        let both = crate::util::join2(held, self.closed_for(&other));
                         let bounded = Box::pin(self.bounded_ready(both));
                         let (answers, at_once) = bounded.await;
-                        let Some((admitted, closed)) = answers else {
+                        let Some((held, closed)) = answers else {
                             return Err(Halt::Stop(StopReason::DeadlineExhausted));
                         };
                         if let Ok(Some(d)) = closed {
-                            // What this limit granted goes back with a
-                            // permit dropped at once.
-                            if let Ok(admitted) = &admitted {
-                                drop(Permit::new(self.store).with_admitted(key, admitted));
-                            }
+                            // What this limit granted goes back with its
+                            // permit, dropped here.
+                            drop(held);
                             self.permit.give_back_spent();
                             self.wait_closed(Some(&other), d).await?;
                             return Ok(Step::Again);
                         }
+                        let admitted = held.map(|(admitted, permit)| {
+                            // Taken over below (the slot, what was spent).
+                            permit.hand_over();
+                            admitted
+                        });
                         (Some(admitted), at_once)
                     }
                 }

@@ -137,6 +137,12 @@ impl<'a, S: Store> Permit<'a, S> {
     pub(crate) fn send(mut self) {
         self.held = None;
     }
+
+    /// What this permit holds is taken over by its task's own permit (the
+    /// answer it held is followed as any other): nothing is given back.
+    pub(crate) fn hand_over(mut self) {
+        self.held = None;
+    }
 }
 
 impl<S: Store> Drop for Permit<'_, S> {
