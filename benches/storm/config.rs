@@ -7,6 +7,7 @@ use std::time::Duration;
 use reqwest_backpressure::Quota;
 
 use crate::server::{Denial, Shape};
+use crate::vendors::Vendor;
 
 /// The outage rows' task deadline (`Deadline::after`), as the issue sets
 /// it: every task should succeed within it, after the recovery.
@@ -96,6 +97,8 @@ pub(crate) struct Config {
     pub(crate) steady: Steady,
     /// Run the GitHub-like crawl ([`crate::github_crawl`]).
     pub(crate) github: bool,
+    /// The vendors' servers to run ([`crate::vendors`]): none by default.
+    pub(crate) vendors: Vec<Vendor>,
     /// `STORM_DECLARE`: our rows declare the server's documented quota
     /// ([`crate::declared`]).
     pub(crate) declare: bool,
@@ -171,13 +174,14 @@ impl Config {
         let github = asked
             .as_deref()
             .is_some_and(|s| s == "github" || s == "silent");
+        let vendors = asked.as_deref().map_or_else(Vec::new, Vendor::asked);
         // express-rate-limit runs in the steady load only (its windows
         // are the RateLimit headers' windows, opening at a first hit).
         let express = asked.as_deref().is_none_or(|s| s.starts_with("express"));
         let shapes = match asked {
             Some(s) if s == "silent" => silent,
             Some(s) if s.starts_with("express") => Vec::new(),
-            Some(s) if s == "github" => Vec::new(),
+            Some(s) if s == "github" || !vendors.is_empty() => Vec::new(),
             Some(s) if s == "leaky503" => vec![silent[1]],
             Some(s) if s.starts_with("leaky") => vec![silent[0]],
             Some(s) if s == "counting503" => vec![silent[3]],
@@ -243,6 +247,7 @@ impl Config {
             smoke,
             steady,
             github,
+            vendors,
             declare: declaring(),
         }
     }

@@ -19,8 +19,8 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt as _;
-use reqwest_backpressure::{Policy, Quota, RateLimitHeaders, RetryAfterMiddleware};
-use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
+use reqwest_backpressure::{Policy, Quota, RateLimitHeaders};
+use reqwest_middleware::ClientWithMiddleware;
 
 use crate::config::{ClientKind, Config};
 use crate::declared::declare;
@@ -57,20 +57,9 @@ struct CrawlRow {
 /// declares the primary quota (GitHub documents it; the secondary limit's
 /// figures it does not).
 fn client(cfg: &Config, kind: ClientKind, uri: &str) -> ClientWithMiddleware {
-    match kind {
-        ClientKind::Backpressure => {
-            let inner = reqwest::Client::builder()
-                .build()
-                .expect("reqwest client builds");
-            let policy = Policy::default().rate_limit_headers(RateLimitHeaders::github());
-            let primary = Quota::new(LIMITS.quota, Duration::from_secs(LIMITS.window_secs));
-            let policy = declare(policy, uri, cfg.declare.then_some(primary));
-            ClientBuilder::new(inner)
-                .with(RetryAfterMiddleware::new(policy))
-                .build()
-        }
-        other => other.client(uri, None),
-    }
+    let policy = Policy::default().rate_limit_headers(RateLimitHeaders::github());
+    let primary = Quota::new(LIMITS.quota, Duration::from_secs(LIMITS.window_secs));
+    kind.with_policy(declare(policy, uri, cfg.declare.then_some(primary)), None)
 }
 
 async fn crawl(cfg: &Config, kind: ClientKind) -> CrawlRow {

@@ -1,11 +1,13 @@
 //! Running a row: N tasks, each sending one GET until it gets an answer,
-//! against a fresh server with a fresh client.
+//! against a fresh server with a fresh client; and any set of requests,
+//! a task each ([`run_requests`]: the vendors' rows).
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use reqwest_backpressure::{Deadline, RetryReport};
-use reqwest_middleware::ClientWithMiddleware;
+use reqwest_middleware::{ClientWithMiddleware, RequestBuilder};
+use tokio::sync::Semaphore;
 
 use crate::config::{ClientKind, Config};
 use crate::outcome::{ClientSide, Row, failure_label};
@@ -24,13 +26,40 @@ pub(crate) async fn run_tasks(
     timeout: Duration,
     deadline: Option<Duration>,
 ) -> (ClientSide, Option<Duration>) {
+    let requests = ids.map(|i| {
+        let request = client.get(url).header("x-task", i.to_string());
+        match deadline {
+            Some(d) => request.with_extension(Deadline::after(d)),
+            None => request,
+        }
+    });
+    run_requests(requests, started, timeout, None).await
+}
+
+/// Sends each of `requests`, a task each (at most `at_once` in flight if
+/// given, the others waiting their turn in order), and returns what they
+/// got (a success: a `200`), their times counted from `started`, and the
+/// limit if they had not all finished within `timeout` (then the rest were
+/// aborted).
+pub(crate) async fn run_requests(
+    requests: impl IntoIterator<Item = RequestBuilder>,
+    started: Instant,
+    timeout: Duration,
+    at_once: Option<usize>,
+) -> (ClientSide, Option<Duration>) {
     let side = Arc::new(Mutex::new(ClientSide::default()));
+    let turns = at_once.map(|n| Arc::new(Semaphore::new(n)));
     let mut set = tokio::task::JoinSet::new();
-    for i in ids {
-        let client = client.clone();
-        let url = url.to_owned();
-        let side = side.clone();
-        set.spawn(async move { run_task(&client, &url, i, started, deadline, &side).await });
+    for request in requests {
+        let (side, turns) = (side.clone(), turns.clone());
+        set.spawn(async move {
+            // Held until the answer is read: a turn in flight.
+            let _turn = match turns {
+                Some(turns) => Some(turns.acquire_owned().await),
+                None => None,
+            };
+            run_request(request, started, &side).await;
+        });
     }
     let all_done = async {
         while let Some(joined) = set.join_next().await {
@@ -54,19 +83,8 @@ pub(crate) async fn run_tasks(
     (client_side, timed_out)
 }
 
-/// Task `i`: one GET with its id in `x-task`; records how it ended in `side`.
-async fn run_task(
-    client: &ClientWithMiddleware,
-    url: &str,
-    i: u32,
-    started: Instant,
-    deadline: Option<Duration>,
-    side: &Mutex<ClientSide>,
-) {
-    let mut request = client.get(url).header("x-task", i.to_string());
-    if let Some(d) = deadline {
-        request = request.with_extension(Deadline::after(d));
-    }
+/// Sends `request`; records how it ended in `side`.
+async fn run_request(request: RequestBuilder, started: Instant, side: &Mutex<ClientSide>) {
     let result = request.send().await;
     let ok = matches!(&result, Ok(r) if r.status() == reqwest::StatusCode::OK);
     let label = (!ok).then(|| failure_label(&result));

@@ -96,6 +96,23 @@
 //! failed share). The issue's rows: `STORM_N=300 STORM_CAP=50` and
 //! `STORM_N=500 STORM_CAP=100`.
 //!
+//! **The vendors' servers**, behind `STORM_SHAPE=vendors` (all four) or
+//! one name each, not in the default run ([`vendors`]): issue 28's
+//! scenarios, each with the workload of its figure test
+//! (`tests/support/server/vendor_loads.rs`), the `no retry` and
+//! `reqwest-retry` rows beside ours, which runs the default policy with
+//! the vendor's preset. `github_resources`: 300 core GETs + 30 searches
+//! (`RateLimitHeaders::github()`), beside the 300 alone on a second
+//! server; `discord`: 200 messages to 5 channels + 10 guild reads under
+//! the global 50 a second (`RateLimitHeaders::discord()`); `partitions`:
+//! two IETF `pk` partitions of one origin (`ietf()`, the default);
+//! `stripe`: 300 keyed updates, 32 in flight, ~7% `lock_timeout`s, with
+//! `Policy::quota(origin, Quota::per_second(25))` declared. Columns:
+//! successes, requests, rejections by kind, premature sends, failed
+//! tasks, each figure's last success (the server's clock), its ideal and
+//! the ratio, then the scenario's own counts; our row's targets are the
+//! issue's figures.
+//!
 //! The server counts requests, `429`s and *premature* sends: each task
 //! carries an `x-task` header; the server remembers, per task, the instant
 //! its last `429` allowed (fixed window: the start of the window the
@@ -114,6 +131,8 @@
 //! STORM_SHAPE=express            # only the steady load's express-rate-limit row
 //! STORM_SHAPE=silent             # the silent shapes and the GitHub-like crawl, not in the default run
 //! STORM_SHAPE=leaky429|leaky503|counting429|counting503|outage|github   # one of them
+//! STORM_SHAPE=vendors            # GitHub resources, Discord, IETF partitions, Stripe; not in the default run
+//! STORM_SHAPE=github_resources|discord|partitions|stripe   # one of them
 //! STORM_OUTAGE_SECS=20           # the outage's time down
 //! STORM_STEADY_WORKERS=40 STORM_STEADY_CAP=50 STORM_STEADY_SECS=8   # steady load
 //! STORM_VERBOSE=1                # per-window breakdown of our rows (STORM_VERBOSE=all: every row)
@@ -153,7 +172,7 @@
 //! [`harness`] (running a row), [`outcome`] (what a row ended with),
 //! [`report`], [`silent_report`] and [`breakdown`] (what is printed),
 //! [`steady`] and [`steady_silent`] (the steady load), [`github_crawl`],
-//! [`declared`] (`STORM_DECLARE`: the quotas declared and their targets),
+//! [`vendors`] (the vendors' servers), [`declared`] (`STORM_DECLARE`: the quotas declared and their targets),
 //! and `redis_row` (the 4-process row and its worker processes).
 
 use std::process::ExitCode;
@@ -171,6 +190,7 @@ mod silent_report;
 mod steady;
 mod steady_silent;
 mod summary;
+mod vendors;
 
 /// The rate-limited server (shared with the tests and the demo).
 #[path = "../../tests/support/server.rs"]
@@ -276,13 +296,16 @@ fn main() -> ExitCode {
     #[cfg(feature = "redis")]
     print_redis_targets(&cfg, &rows, &skipped);
     print_failures(&rows);
-    let steady = run_steady_rows(&cfg, &runtime);
+    let steady = steady::run_steady_rows(&cfg, &runtime);
     if !steady.is_empty() {
         println!();
         print!("{}", steady::steady_table(&cfg, &steady));
     }
     if cfg.github {
         github_crawl::run_and_print(&cfg, &runtime);
+    }
+    if !cfg.vendors.is_empty() {
+        vendors::run_and_print(&cfg, &runtime);
     }
     for row in &rows {
         let show = match cfg.verbose {
@@ -315,29 +338,28 @@ fn raise_open_file_limit(cfg: &Config) {
     }
 }
 
-/// Starts the Redis row's `redis-server` if that row is asked for.
+/// Starts the Redis row's `redis-server` if that row is asked for (it
+/// runs on the storm's shapes only: not for the crawl or the vendors).
 #[cfg(feature = "redis")]
 fn start_redis(cfg: &Config) -> Redis {
     let cluster = std::env::var("STORM_REDIS").is_ok_and(|v| v.trim() == "cluster");
-    let redis = cfg
-        .clients
-        .contains(&ClientKind::BackpressureRedis)
-        .then(|| {
-            let started = if cluster {
-                println!(
-                    "storm: the Redis row runs over a local Redis Cluster (3 primaries, 3 replicas)"
-                );
-                redis_cluster::RedisCluster::try_start(3, 1).map(RedisBackend::Cluster)
-            } else {
-                redis_server::RedisServer::try_start().map(RedisBackend::Single)
-            };
-            started.map_err(|e| match e {
-                redis_server::StartError::NotFound => "redis-server not found on PATH; install it \
+    let asked = cfg.clients.contains(&ClientKind::BackpressureRedis) && !cfg.shapes.is_empty();
+    let redis = asked.then(|| {
+        let started = if cluster {
+            println!(
+                "storm: the Redis row runs over a local Redis Cluster (3 primaries, 3 replicas)"
+            );
+            redis_cluster::RedisCluster::try_start(3, 1).map(RedisBackend::Cluster)
+        } else {
+            redis_server::RedisServer::try_start().map(RedisBackend::Single)
+        };
+        started.map_err(|e| match e {
+            redis_server::StartError::NotFound => "redis-server not found on PATH; install it \
                      (e.g. apt-get install redis-server redis-tools) to run this row"
-                    .to_owned(),
-                redis_server::StartError::Failed(why) => why,
-            })
-        });
+                .to_owned(),
+            redis_server::StartError::Failed(why) => why,
+        })
+    });
     if let Some(Err(why)) = &redis {
         println!(
             "storm: SKIPPING the row \"{}\": {why}",
@@ -386,21 +408,4 @@ fn run_rows(cfg: &Config, runtime: &tokio::runtime::Runtime, redis: &Redis) -> (
         }
     }
     (rows, skipped)
-}
-
-/// Runs the steady-load rows asked for, shape by shape.
-fn run_steady_rows(cfg: &Config, runtime: &tokio::runtime::Runtime) -> Vec<steady::SteadyRow> {
-    let mut rows = Vec::new();
-    for &shape in &cfg.steady.shapes {
-        for &kind in &cfg.steady.clients {
-            let row = runtime.block_on(steady::run_steady(cfg, shape, kind));
-            eprintln!(
-                "storm: steady load × {} × {} done",
-                row.shape.name(),
-                row.client.name()
-            );
-            rows.push(row);
-        }
-    }
-    rows
 }

@@ -48,15 +48,7 @@ fn table(cfg: &Config, rows: &[&Row]) -> String {
     let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for row in rows {
         let c = &row.client_side;
-        let failed = match row.timed_out {
-            Some(limit) => format!(
-                "{} + {} unfinished (timeout {} s)",
-                c.failed,
-                row.n - c.ok - c.failed,
-                limit.as_secs()
-            ),
-            None => c.failed.to_string(),
-        };
+        let failed = with_unfinished(c.failed, row.n - c.ok - c.failed, row.timed_out);
         let _ = writeln!(
             out,
             "| {} | {}/{} | {} | {} | {} | {} | {} | {} | {} |",
@@ -73,6 +65,22 @@ fn table(cfg: &Config, rows: &[&Row]) -> String {
         );
     }
     out
+}
+
+/// A failed-tasks cell: `failed`, and if the row hit its limit
+/// (`timed_out`), the `unfinished` tasks it cut and the limit.
+pub(crate) fn with_unfinished(
+    failed: impl std::fmt::Display,
+    unfinished: impl std::fmt::Display,
+    timed_out: Option<Duration>,
+) -> String {
+    match timed_out {
+        Some(limit) => format!(
+            "{failed} + {unfinished} unfinished (timeout {} s)",
+            limit.as_secs()
+        ),
+        None => failed.to_string(),
+    }
 }
 
 pub(crate) fn pass(ok: bool) -> &'static str {

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use crate::config::{ClientKind, Config, OUTAGE_DEADLINE};
 use crate::outcome::Row;
-use crate::report::{heading_and_success, pass, secs};
+use crate::report::{heading_and_success, pass, secs, with_unfinished};
 use crate::server::{ServerState, Shape};
 
 /// The stop codes counted per row, as `RetryReport::stop_reason` names them.
@@ -134,14 +134,7 @@ fn table(cfg: &Config, shape: Shape, rows: &[&Row]) -> String {
         let c = &row.client_side;
         let [budget, missing] = STOP_CODES.map(|code| stopped(&c.reasons, code));
         let other = u64::from(c.failed).saturating_sub(budget + missing);
-        let other = match row.timed_out {
-            Some(limit) => format!(
-                "{other} + {} unfinished (timeout {} s)",
-                row.n - c.ok - c.failed,
-                limit.as_secs()
-            ),
-            None => other.to_string(),
-        };
+        let other = with_unfinished(other, row.n - c.ok - c.failed, row.timed_out);
         let s = &row.server;
         let middle = match down_of(shape) {
             Some(down) => {

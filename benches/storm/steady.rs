@@ -206,3 +206,20 @@ pub(crate) fn why_failed(out: &mut String, rows: &[&SteadyRow]) {
         }
     }
 }
+
+/// Runs the steady-load rows asked for, shape by shape.
+pub(crate) fn run_steady_rows(cfg: &Config, runtime: &tokio::runtime::Runtime) -> Vec<SteadyRow> {
+    let mut rows = Vec::new();
+    for &shape in &cfg.steady.shapes {
+        for &kind in &cfg.steady.clients {
+            let row = runtime.block_on(run_steady(cfg, shape, kind));
+            eprintln!(
+                "storm: steady load × {} × {} done",
+                row.shape.name(),
+                row.client.name()
+            );
+            rows.push(row);
+        }
+    }
+    rows
+}

@@ -1,6 +1,8 @@
 //! What the storm rows print after they ran: the tables, what "premature"
 //! means, each row's targets, and why tasks failed.
 
+use std::collections::BTreeMap;
+
 use crate::config::{ClientKind, Config};
 use crate::outcome::Row;
 use crate::report::{tables, targets};
@@ -121,21 +123,32 @@ pub(crate) fn print_redis_targets(cfg: &Config, rows: &[Row], skipped: &Skipped)
 
 /// Why tasks failed, row by row.
 pub(crate) fn print_failures(rows: &[Row]) {
-    let failures: Vec<&Row> = rows
-        .iter()
-        .filter(|r| !r.client_side.reasons.is_empty())
+    print_reasons(rows.iter().map(|row| {
+        (
+            format!("{} × {}", row.shape.name(), row.client.name()),
+            &row.client_side.reasons,
+        )
+    }));
+}
+
+/// Why tasks failed, for each row named (its reasons by label, with their
+/// counts); nothing if no task failed.
+pub(crate) fn print_reasons<'a>(
+    rows: impl IntoIterator<Item = (String, &'a BTreeMap<String, u32>)>,
+) {
+    let failures: Vec<_> = rows
+        .into_iter()
+        .filter(|(_, reasons)| !reasons.is_empty())
         .collect();
     if !failures.is_empty() {
         println!("\nwhy tasks failed:");
-        for row in failures {
-            let reasons = row
-                .client_side
-                .reasons
+        for (name, reasons) in failures {
+            let reasons = reasons
                 .iter()
                 .map(|(k, v)| format!("{v} × {k}"))
                 .collect::<Vec<_>>()
                 .join(", ");
-            println!("  {} × {}: {reasons}", row.shape.name(), row.client.name());
+            println!("  {name}: {reasons}");
         }
     }
 }

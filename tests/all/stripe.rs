@@ -21,53 +21,14 @@
 //! three attempts (two of 300 did, with the pace fixed). No pace avoids
 //! that; only fewer updates of a customer in flight together do.
 
-use std::time::Duration;
-
 use futures_util::StreamExt;
 use reqwest_backpressure::{IdempotencyKey, Policy, Quota};
 
 use crate::common::client;
 use crate::server::stripe::{StripeAnswer, StripeConfig, StripeServer, StripeState, customer_path};
-
-/// Updates sent.
-const UPDATES: usize = 300;
-
-/// Customers updated.
-const CUSTOMERS: usize = 100;
-
-/// Updates in flight at once.
-const IN_FLIGHT: usize = 32;
-
-/// How long an update holds its customer's lock: at 25 requests a second
-/// (one every 40 ms) the two updates before a request arrived within it,
-/// so an update meets a lock exactly when one of those two touched its
-/// customer: the follow-ups, about 7%.
-const LOCK: Duration = Duration::from_millis(100);
-
-/// The customer each update touches: in turn round [`CUSTOMERS`], except
-/// that about 7% (a fixed draw) update the customer of the update before
-/// them again.
-fn customers() -> Vec<String> {
-    let mut x: u64 = 0x5eed_5712_1be5_0007;
-    let mut out: Vec<String> = Vec::with_capacity(UPDATES);
-    for i in 0..UPDATES {
-        x = x
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        let follow_up = i > 0 && (x >> 33) % 100 < 7;
-        let customer = match out.last() {
-            Some(before) if follow_up => before.clone(),
-            _ => format!("cus_{:03}", i % CUSTOMERS),
-        };
-        out.push(customer);
-    }
-    out
-}
-
-/// How many updates of [`customers`] follow one of the same customer.
-fn follow_ups(customers: &[String]) -> usize {
-    customers.windows(2).filter(|w| w[0] == w[1]).count()
-}
+use crate::server::vendor_loads::stripe::{
+    IN_FLIGHT, LOCK, RATE, UPDATES, body, customers, follow_ups, ideal,
+};
 
 /// Runs the updates against a fresh server, with the documented quota
 /// declared or not: each update's status (0: an error) and what the
@@ -76,7 +37,7 @@ async fn sync(declared: bool) -> (Vec<u16>, StripeState) {
     let server = StripeServer::start(StripeConfig::test_mode(LOCK)).await;
     let mut policy = Policy::default();
     if declared {
-        policy = policy.quota(&server.uri, Quota::per_second(25));
+        policy = policy.quota(&server.uri, Quota::per_second(RATE));
     }
     let client = client(policy);
     let statuses = futures_util::stream::iter(customers().into_iter().enumerate())
@@ -87,7 +48,7 @@ async fn sync(declared: bool) -> (Vec<u16>, StripeState) {
                 let sent = client
                     .post(url)
                     .header("content-type", "application/x-www-form-urlencoded")
-                    .body(format!("metadata[step]={i}"))
+                    .body(body(i))
                     .with_extension(IdempotencyKey::new(format!("update-{i}")))
                     .send()
                     .await;
@@ -104,15 +65,6 @@ async fn sync(declared: bool) -> (Vec<u16>, StripeState) {
         .collect::<Vec<u16>>()
         .await;
     (statuses, server.finish())
-}
-
-/// The least time from the first request to the last `200` for `sends`
-/// requests under a bucket of `rate` a second that starts full: the
-/// bucket's burst at once, then one every `1 / rate`.
-fn ideal(sends: usize, rate: u32) -> Duration {
-    let burst = usize::try_from(rate).unwrap_or(usize::MAX);
-    let after_burst = u32::try_from(sends.saturating_sub(burst)).unwrap_or(u32::MAX);
-    Duration::from_secs(1) * after_burst / rate
 }
 
 /// One line of figures for a run.
@@ -161,7 +113,7 @@ async fn a_declared_quota_keeps_its_pace_through_isolated_lock_timeouts() {
     // Close to what the bucket allows for the successes and the lock
     // timeouts' retries.
     let locks = server.count(StripeAnswer::LockTimeout);
-    let best = ideal(UPDATES + locks, 25);
+    let best = ideal(UPDATES + locks, RATE);
     let last = server.last_update().expect("a last update");
     assert!(
         last.as_secs_f64() <= best.as_secs_f64() * 1.2,

@@ -199,6 +199,11 @@ pub mod discord;
 #[path = "server/partitions.rs"]
 pub mod partitions;
 
+/// What issue 28's figure tests and the storm bench's vendor rows send to
+/// the vendors' servers above.
+#[path = "server/vendor_loads.rs"]
+pub mod vendor_loads;
+
 use shapes::Limit;
 // Not every includer names a silent shape's status.
 #[allow(unused_imports)]

@@ -8,44 +8,12 @@ use std::time::Duration;
 use reqwest_backpressure::{Policy, RateLimitHeaders};
 
 use super::{client, get, ratio, returned};
-use crate::server::discord::{Config, DiscordState, Kind, Route, ideal, sends_in_global_wait};
+use crate::server::discord::{Config, DiscordState, Kind, ideal, sends_in_global_wait};
 use crate::server::tap::Tap;
+use crate::server::vendor_loads::discord::{
+    CHANNELS, MESSAGES, READS, WINDOW, buckets, channel, guild, routes,
+};
 use crate::server::wire::JudgedServer;
-
-/// Discord's 5 messages per 5 s a channel, scaled down 4×.
-const WINDOW: Duration = Duration::from_millis(1250);
-/// Requests a bucket admits per window, as Discord states for messages.
-const LIMIT: u32 = 5;
-/// The guilds read.
-const GUILDS: [u64; 2] = [1_200_000_000_000_000_001, 1_200_000_000_000_000_002];
-/// Guild reads, round the guilds.
-const READS: u32 = 10;
-
-/// The snowflake of channel `i` (each a major parameter).
-fn channel(i: u32) -> u64 {
-    1_100_000_000_000_000_001 + u64::from(i)
-}
-
-/// Sending a message, and reading a guild: a bucket each, `LIMIT` per
-/// `window`.
-fn routes(window: Duration) -> Vec<Route> {
-    vec![
-        Route {
-            method: "POST",
-            path: "/channels/{}/messages",
-            bucket: "80c17d2f203122d936070c88c8d10f33",
-            limit: LIMIT,
-            window,
-        },
-        Route {
-            method: "GET",
-            path: "/guilds/{}",
-            bucket: "2b3f40e1d8a9c7b6a5f4e3d2c1b0a998",
-            limit: LIMIT,
-            window,
-        },
-    ]
-}
 
 /// `messages` round `channels` channels and 10 reads round the guilds,
 /// all at once, against a server with `config`; asserts the issue's
@@ -68,22 +36,16 @@ async fn messages_and_reads(config: Config, name: &str, channels: u32, messages:
         })
         .collect();
     tasks.extend((0..READS).map(|i| {
-        let guild = GUILDS[i as usize % GUILDS.len()];
         get(
             &client,
             &server.uri,
-            format!("/guilds/{guild}"),
+            format!("/guilds/{}", guild(i)),
             messages + i,
         )
     }));
     let back = returned(tasks).await;
     let seen = server.finish();
-    let per_guild = READS / GUILDS.len() as u32;
-    let mut buckets: Vec<_> = (0..channels)
-        .map(|c| (LIMIT, window, (messages + channels - 1 - c) / channels))
-        .collect();
-    buckets.extend([(LIMIT, window, per_guild); GUILDS.len()]);
-    let best = ideal(&buckets, seen.config.global);
+    let best = ideal(&buckets(channels, messages, window), seen.config.global);
     let took = seen.finished().unwrap_or(Duration::MAX);
     let in_wait = sends_in_global_wait(&tap.heard(), &seen);
     eprintln!(
@@ -116,10 +78,8 @@ async fn messages_and_reads(config: Config, name: &str, channels: u32, messages:
 
 #[tokio::test]
 async fn messages_to_five_channels_and_guild_reads_run_bucket_by_bucket() {
-    // 40 messages a channel: 8 windows, the last opening at 8.75 s; 35
-    // requests a window in all, under the global limit.
     let config = Config::new(routes(WINDOW));
-    messages_and_reads(config, "as documented", 5, 200).await;
+    messages_and_reads(config, "as documented", CHANNELS, MESSAGES).await;
 }
 
 #[tokio::test]

@@ -11,24 +11,10 @@ use super::{client, get, ratio, returned};
 use crate::server::github::Answer;
 use crate::server::github_resources::{Config, Resource, ResourcesState, ideal, sends_into_spent};
 use crate::server::tap::Tap;
+use crate::server::vendor_loads::github::{
+    CORE, CORE_GETS, SEARCH, SEARCHES, core_path, search_path,
+};
 use crate::server::wire::JudgedServer;
-
-/// Core: 100 per 4 s (GitHub: 5,000 an hour, scaled down).
-const CORE: Resource = Resource {
-    name: "core",
-    quota: 100,
-    window: Duration::from_secs(4),
-};
-/// Search: 10 per 3 s (GitHub: 30 a minute, scaled down).
-const SEARCH: Resource = Resource {
-    name: "search",
-    quota: 10,
-    window: Duration::from_secs(3),
-};
-/// Repository reads (core).
-const CORE_GETS: u32 = 300;
-/// Searches beside them.
-const SEARCHES: u32 = 30;
 
 /// The default policy with GitHub's preset.
 fn github() -> Policy {
@@ -54,26 +40,12 @@ async fn core_beside_searches_keeps_its_pace_and_searches_keep_theirs() {
     let (alone, alone_tap, alone_client) = start().await;
     let (both, both_tap, both_client) = start().await;
     let mut tasks: Vec<_> = (0..CORE_GETS)
-        .map(|i| {
-            get(
-                &alone_client,
-                &alone.uri,
-                format!("/repos/o/r/issues/{i}"),
-                i,
-            )
-        })
+        .map(|i| get(&alone_client, &alone.uri, core_path(i), i))
         .collect();
-    tasks.extend(
-        (0..CORE_GETS).map(|i| get(&both_client, &both.uri, format!("/repos/o/r/issues/{i}"), i)),
-    );
+    tasks.extend((0..CORE_GETS).map(|i| get(&both_client, &both.uri, core_path(i), i)));
     tasks.extend((0..SEARCHES).map(|i| {
         let task = CORE_GETS + i;
-        get(
-            &both_client,
-            &both.uri,
-            format!("/search/issues?q={i}"),
-            task,
-        )
+        get(&both_client, &both.uri, search_path(i), task)
     }));
     let back = returned(tasks).await;
     let (alone, both) = (alone.finish(), both.finish());

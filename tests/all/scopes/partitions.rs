@@ -7,32 +7,17 @@ use std::time::Duration;
 use reqwest_backpressure::Policy;
 
 use super::{client, get, ratio, returned};
-use crate::server::partitions::{Config, Partition, PartitionsState, ideal};
+use crate::server::partitions::{Config, PartitionsState, ideal};
 use crate::server::tap::Tap;
+use crate::server::vendor_loads::partitions::{POLICY, SENDS, path};
 use crate::server::wire::JudgedServer;
-
-/// Tenant A: 10 per 2 s, 50 requests: its fifth window opens at 8 s.
-const A: Partition = Partition {
-    prefix: "/a",
-    key: "dGVuYW50LWE=",
-    quota: 10,
-    window_secs: 2,
-};
-/// Tenant B: 4 a second, 24 requests: its sixth window opens at 5 s.
-const B: Partition = Partition {
-    prefix: "/b",
-    key: "dGVuYW50LWI=",
-    quota: 4,
-    window_secs: 1,
-};
-const SENDS: [(Partition, u32); 2] = [(A, 50), (B, 24)];
 
 /// Both partitions' requests at once against a server that does (or
 /// does not) add `Retry-After` to its `429`s; asserts the figures.
 async fn both_partitions(retry_after: bool) {
     let config = Config {
         partitions: SENDS.iter().map(|&(p, _)| p).collect(),
-        policy: "peruser",
+        policy: POLICY,
         retry_after,
     };
     let server = JudgedServer::start(PartitionsState::new(config)).await;
@@ -42,12 +27,7 @@ async fn both_partitions(retry_after: bool) {
     let mut tasks = Vec::new();
     for (p, n) in SENDS {
         for i in 0..n {
-            tasks.push(get(
-                &client,
-                &server.uri,
-                format!("{}/items/{i}", p.prefix),
-                task,
-            ));
+            tasks.push(get(&client, &server.uri, path(&p, i), task));
             task += 1;
         }
     }
