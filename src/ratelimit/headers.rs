@@ -1,7 +1,7 @@
 //! Which rate-limit headers a client reads: the IETF fields, vendor presets,
 //! and limits declared by hand.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use http::header::HeaderName;
 use http::{HeaderMap, StatusCode};
@@ -44,7 +44,8 @@ impl LimitSpec {
     fn read(&self, headers: &HeaderMap, server_now: SystemTime) -> Option<Limit> {
         let reset = self.resets.iter().find_map(|(name, format)| {
             let value = std::str::from_utf8(single(headers, name)?).ok()?;
-            parse_reset(value, *format, server_now)
+            let reset = parse_reset(value, *format, server_now)?;
+            Some(reset.saturating_add(last_digit(value, *format)))
         });
         let remaining = self
             .remaining
@@ -62,6 +63,23 @@ impl LimitSpec {
             unit: self.unit,
             ..Limit::new(remaining, reset)
         })
+    }
+}
+
+/// One unit of the last digit of a reset in seconds written with a
+/// fraction (`1.25`: 10 ms; `1470173023.123`: 1 ms), zero otherwise. A
+/// server that truncated the time to those digits (Discord's reset-after
+/// is a float of two or three decimals) resets up to that much later than
+/// it wrote: read as its upper bound, it is never early.
+fn last_digit(value: &str, format: ResetFormat) -> Duration {
+    if !matches!(format, ResetFormat::Seconds | ResetFormat::EpochSeconds) {
+        return Duration::ZERO;
+    }
+    match value.trim().split_once('.') {
+        Some((_, fraction)) if (1..=9).contains(&fraction.len()) => {
+            Duration::from_nanos(10u64.pow(9 - fraction.len() as u32))
+        }
+        _ => Duration::ZERO,
     }
 }
 
@@ -478,7 +496,10 @@ impl RateLimitHeaders {
     /// Reads the rate-limit headers of one response, measuring times from
     /// `server_now` (the response's `Date`, or the local receive time).
     /// Malformed values are skipped, never guessed at; see
-    /// [`RateLimitHint`] for how several limits combine. Pure: reads no
+    /// [`RateLimitHint`] for how several limits combine. A reset in seconds
+    /// written with a fraction is read as its upper bound, one unit of its
+    /// last digit later (Discord's `1.25`: 1.26 s): a server that truncated
+    /// it resets up to that much after what it wrote. Pure: reads no
     /// clock.
     #[must_use]
     pub fn read(&self, headers: &HeaderMap, server_now: SystemTime) -> RateLimitHint {

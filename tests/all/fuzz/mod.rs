@@ -552,7 +552,8 @@ fn presets_one(g: &mut Gen, st: &mut Stats) {
             let reset = resets.iter().find_map(|&(h, fmt)| {
                 let v = single(&fields, h)?;
                 std::str::from_utf8(v).ok()?;
-                reference::reset(v, fmt, now).value
+                let reset = reference::reset(v, fmt, now).value?;
+                Some(reset.saturating_add(reference::truncated_by(v, fmt)))
             });
             let remaining = remaining.and_then(|h| reference::count(single(&fields, h)?));
             (reset.is_some() || remaining.is_some()).then_some(Limit { remaining, reset })

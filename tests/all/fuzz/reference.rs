@@ -417,6 +417,27 @@ fn rfc3339(v: &[u8]) -> Option<(i64, u32)> {
     Some((unix, nanos))
 }
 
+/// How much later than written a vendor's reset in seconds may come, as
+/// `RateLimitHeaders::read` takes it: one unit of its fraction's last
+/// digit (`1.25`: 10 ms), nothing for a whole number or another format.
+pub fn truncated_by(value: &[u8], fmt: Fmt) -> Duration {
+    if !matches!(fmt, Fmt::Seconds | Fmt::EpochSeconds) {
+        return Duration::ZERO;
+    }
+    let v = trim_ows(value);
+    match v.iter().position(|&b| b == b'.') {
+        Some(dot) => {
+            let digits = v.len() - dot - 1;
+            let mut unit: u64 = 1_000_000_000;
+            for _ in 0..digits {
+                unit /= 10;
+            }
+            Duration::from_nanos(unit)
+        }
+        None => Duration::ZERO,
+    }
+}
+
 /// `parse_reset(value, fmt, now)` as documented on `ResetFormat` and
 /// `parse_reset`: at most 1024 bytes as received, SP/HTAB trimmed, exact
 /// grammar, delays floored to a nanosecond and saturating at
