@@ -85,7 +85,7 @@ fn last_digit(value: &str, format: ResetFormat) -> Duration {
 
 /// The value of the only field line of `name`; `None` when absent or sent
 /// more than once (which of two counts would be the real one is a guess).
-fn single<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Option<&'h [u8]> {
+pub(crate) fn single<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Option<&'h [u8]> {
     let mut lines = headers.get_all(name).iter();
     let first = lines.next()?;
     match lines.next() {

@@ -25,6 +25,7 @@ use sfv::{FieldType, List, ListEntry, Parser};
 use super::MAX_SCOPE_LEN;
 use super::key::clean;
 use crate::ratelimit::ietf::{MAX_POLICIES, combined, policy};
+use crate::ratelimit::single;
 
 /// The longest Discord route kept, in bytes (method and path).
 pub(crate) const MAX_ROUTE_LEN: usize = 256;
@@ -289,17 +290,6 @@ fn is_version(segment: &str) -> bool {
 /// One to twenty ASCII digits: a Discord snowflake (a `u64`).
 fn is_snowflake(segment: &str) -> bool {
     (1..=20).contains(&segment.len()) && segment.bytes().all(|b| b.is_ascii_digit())
-}
-
-/// The value of the only field line of `name`; `None` when absent or sent
-/// more than once (which of two names would be the real one is a guess).
-fn single<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Option<&'h [u8]> {
-    let mut lines = headers.get_all(name).iter();
-    let first = lines.next()?;
-    match lines.next() {
-        Some(_) => None,
-        None => Some(first.as_bytes()),
-    }
 }
 
 /// `value` without leading and trailing spaces and tabs.

@@ -227,8 +227,18 @@ pub async fn concurrent_admits_never_exceed_a_learned_batch<S: Store + Clone>(st
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let admissions = concurrently(&store, 3 * batch, |s| async move { admit(&s, o).await }).await;
+    assert_first_batch(&admissions, period, batch, "the origin");
+}
+
+/// The admissions of one limit behind its reopened gate: every task
+/// admitted, `batch` of them in the first `period` (at once, or to a slot
+/// within half of it), and no slot reserved twice.
+fn assert_first_batch(admissions: &[Admission], period: Duration, batch: usize, what: &str) {
     let refused: Vec<_> = admissions.iter().filter(|a| !sends(a)).collect();
-    assert!(refused.is_empty(), "tasks not admitted: {refused:?}");
+    assert!(
+        refused.is_empty(),
+        "tasks in {what} not admitted: {refused:?}"
+    );
     let first = admissions
         .iter()
         .filter(|a| match a {
@@ -238,7 +248,7 @@ pub async fn concurrent_admits_never_exceed_a_learned_batch<S: Store + Clone>(st
         .count();
     assert_eq!(
         first, batch,
-        "{first} admitted in the first period of a batch of {batch}: {admissions:?}"
+        "{first} admitted in {what}'s first period of a batch of {batch}: {admissions:?}"
     );
     let reserved: Vec<Reservation> = admissions
         .iter()
@@ -250,7 +260,7 @@ pub async fn concurrent_admits_never_exceed_a_learned_batch<S: Store + Clone>(st
     for (i, r) in reserved.iter().enumerate() {
         assert!(
             !reserved[i + 1..].contains(r),
-            "a slot reserved twice: {r:?}"
+            "a slot reserved twice in {what}: {r:?}"
         );
     }
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 
 use super::{OrFail, PACING, admit, sends};
-use crate::origin::{Admission, ORIGIN_IDLE, Outcome, PacingConfig, Reservation};
+use crate::origin::{Admission, ORIGIN_IDLE, Outcome, PacingConfig};
 use crate::scope::key::limit_key;
 use crate::store::Store;
 
@@ -139,31 +139,7 @@ pub async fn scope_paces_are_learned_apart<S: Store + Clone>(store: S) {
         );
     }
     let of = admissions.get(&a).map(Vec::as_slice).unwrap_or_default();
-    assert!(of.iter().all(sends), "tasks in {a:?} not admitted: {of:?}");
-    let first = of
-        .iter()
-        .filter(|x| match x {
-            Admission::SlotReserved(wait, _) => *wait < period / 2,
-            _ => sends(x),
-        })
-        .count();
-    assert_eq!(
-        first, batch,
-        "{first} admitted in {a:?}'s first period of a batch of {batch}: {of:?}"
-    );
-    let reserved: Vec<Reservation> = of
-        .iter()
-        .filter_map(|x| match x {
-            Admission::SlotReserved(_, r) => Some(*r),
-            _ => None,
-        })
-        .collect();
-    for (i, r) in reserved.iter().enumerate() {
-        assert!(
-            !reserved[i + 1..].contains(r),
-            "a slot reserved twice: {r:?}"
-        );
-    }
+    super::assert_first_batch(of, period, batch, &format!("{a:?}"));
 }
 
 /// Scopes named by hostile servers (long, with `#`, spaces, newlines,
