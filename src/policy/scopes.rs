@@ -136,11 +136,8 @@ impl Policy {
     #[must_use]
     pub fn scope_quota(mut self, origin: &str, scope: &str, quota: Quota) -> Self {
         let target = Target::parse(origin);
-        let scope = if scope.is_empty() {
-            String::new()
-        } else {
-            clean(scope)
-        };
+        // An empty name stays empty (and the policy invalid).
+        let scope = clean(scope);
         self.scopes.quotas.retain(|(t, s, q)| {
             *t != target || *s != scope || *t == Target::Invalid || q.is_units() != quota.is_units()
         });
@@ -177,11 +174,7 @@ impl Policy {
             target: Target::parse(origin),
             method,
             prefix: path_prefix.to_owned(),
-            scope: if scope.is_empty() {
-                String::new()
-            } else {
-                clean(scope)
-            },
+            scope: clean(scope),
         });
         self
     }
