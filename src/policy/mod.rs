@@ -391,6 +391,7 @@ impl Policy {
     }
 }
 
+mod presets;
 mod rules;
 mod scopes;
 
