@@ -68,6 +68,26 @@ impl Deadline {
 ///     .await?;
 /// # Ok(()) }
 /// ```
+///
+/// # Which quota it is spent from
+///
+/// A `Cost` is spent from the quotas in cost units of the limits the
+/// request falls under: one the answers state (OpenAI's
+/// `x-ratelimit-*-tokens`, Anthropic's `anthropic-ratelimit-*tokens-*`) or
+/// one declared with [`Quota::units`](crate::Quota::units) (for the origin
+/// with [`Policy::quota`](crate::Policy::quota), for a scope with
+/// [`Policy::scope_quota`](crate::Policy::scope_quota)). A quota in
+/// requests counts the request as one, whatever its cost. For an LLM call,
+/// declare the prompt's tokens plus its `max_tokens` (the most the answer
+/// may use, which the API reserves too): the stated remaining then
+/// reconciles what was really used (the smaller wins within a window).
+/// Without a declared cost, the mean cost per request learned from how the
+/// stated remaining falls stands in; before any fall is seen, the first
+/// answer's distance from the whole window (the first contact's own cost)
+/// does, so the first burst is held to what the window pays for. A
+/// rejection that the token quota explains (less left than a request costs)
+/// holds the origin until the reset like a spent quota and teaches no pace
+/// in requests: the token quota, renewed, governs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Cost(u64);
 
