@@ -34,7 +34,7 @@
 //! A task that stops retrying returns the last real response (the `429`
 //! itself) with a [`RetryReport`] whose [`StopReason::code`] is one of these
 //! stable strings: `retry_not_authorized_by_contract`, `body_not_replayable`,
-//! `attempt_budget_exhausted`, `deadline_exhausted`, `invalid_retry_after`,
+//! `server_said_do_not_retry`, `attempt_budget_exhausted`, `deadline_exhausted`, `invalid_retry_after`,
 //! `missing_retry_after`, `wait_budget_exhausted`, `retry_budget_exhausted`,
 //! `store_unavailable`.
 //! Things that never reached the server are an [`Error`] with its own

@@ -5,7 +5,7 @@
 use http::Method;
 
 use super::Policy;
-use crate::quota::{Quota, Target};
+use crate::quota::{Quota, Target, most_specific};
 use crate::scope::key::clean;
 
 /// How many scopes an origin has at most, by default (see
@@ -58,28 +58,25 @@ impl DeclaredScopes {
     }
 
     /// The quota declared for `scope` of `origin` in requests (with
-    /// `units`: in cost units): for its URL, else for its host.
+    /// `units`: in cost units): for its URL, else for its host, else for
+    /// `*`.
     pub(crate) fn quota(&self, origin: &str, scope: &str, units: bool) -> Option<Quota> {
-        let find = |by_host: bool| {
+        most_specific(
             self.quotas
                 .iter()
-                .rev()
-                .find(|(t, s, q)| {
-                    q.is_units() == units
-                        && s == scope
-                        && matches!(t, Target::Host(_)) == by_host
-                        && t.matches(origin)
-                })
-                .map(|(_, _, q)| *q)
-        };
-        find(false).or_else(|| find(true))
+                .filter(|(_, s, q)| q.is_units() == units && s == scope)
+                .map(|(t, _, q)| (t, *q)),
+            origin,
+        )
     }
 
     /// Why these declarations cannot be used, if they cannot.
     pub(crate) fn invalid(&self) -> Option<&'static str> {
         for (target, scope, quota) in &self.quotas {
             if *target == Target::Invalid {
-                return Some("a scope quota's origin is neither scheme://host[:port] nor a host");
+                return Some(
+                    "a scope quota's origin is neither scheme://host[:port], a host, nor *",
+                );
             }
             if scope.is_empty() {
                 return Some("a scope's name is empty");
@@ -90,7 +87,9 @@ impl DeclaredScopes {
         }
         for rule in &self.rules {
             if rule.target == Target::Invalid {
-                return Some("a scope rule's origin is neither scheme://host[:port] nor a host");
+                return Some(
+                    "a scope rule's origin is neither scheme://host[:port], a host, nor *",
+                );
             }
             if rule.scope.is_empty() {
                 return Some("a scope's name is empty");

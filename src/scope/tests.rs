@@ -17,7 +17,7 @@ fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
 }
 
 fn route(policy: &Policy, map: &ScopeMap, method: Method, path: &str) -> Option<Box<Route>> {
-    Route::of(policy, map, O, &method, path, None)
+    Route::of(policy, map, O, &method, path, None, None)
 }
 
 fn scope_of(policy: &Policy, map: &ScopeMap, method: Method, path: &str) -> Option<String> {
@@ -72,7 +72,7 @@ fn without_scopes_a_request_falls_under_its_origin_alone() {
     let off = Policy::default().max_scopes(0);
     let declared = Scope::new("t1");
     assert_eq!(
-        Route::of(&off, &map, O, &Method::GET, "/", Some(&declared)),
+        Route::of(&off, &map, O, &Method::GET, "/", Some(&declared), None),
         None
     );
 }
@@ -84,8 +84,16 @@ fn a_declared_scope_wins_and_its_answers_are_its_own() {
         .rate_limit_headers(RateLimitHeaders::github())
         .scope_rule(O, Some(Method::POST), "/v1/charges", "charges");
     let declared = Scope::new("tenant-7");
-    let r =
-        Route::of(&policy, &map, O, &Method::GET, "/search/x", Some(&declared)).expect("a route");
+    let r = Route::of(
+        &policy,
+        &map,
+        O,
+        &Method::GET,
+        "/search/x",
+        Some(&declared),
+        None,
+    )
+    .expect("a route");
     assert_eq!(r.scope(&map, O, 8).as_deref(), Some("tenant-7"));
     let a = answered(
         &policy,

@@ -520,6 +520,7 @@ fn stop_reason_codes_are_stable() {
             "retry_not_authorized_by_contract",
         ),
         (StopReason::BodyNotReplayable, "body_not_replayable"),
+        (StopReason::ServerSaidDoNotRetry, "server_said_do_not_retry"),
         (
             StopReason::AttemptBudgetExhausted,
             "attempt_budget_exhausted",
