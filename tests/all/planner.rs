@@ -1135,6 +1135,7 @@ fn make_pushback(
         received_at,
         retry_authorized: authorized,
         body_replayable: replayable,
+        server_said_do_not_retry: false,
         fallback_allowed,
         // The model plans the fallback delay: no gate holds these retries
         // (the gate's row has tests of its own).
