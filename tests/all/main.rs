@@ -35,6 +35,7 @@ mod scopes;
 mod server_shapes;
 mod sim;
 mod stripe;
+mod stripe_preset;
 
 /// The test server (arrival log, rate-limited server), shared with the storm
 /// bench and the demo.

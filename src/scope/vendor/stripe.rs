@@ -6,8 +6,27 @@
 //! `lock_timeout` and `Stripe-Should-Retry: true`. That refusal is the
 //! object's, not the account's: it holds the object's requests only.
 
+use std::time::Duration;
+
 use super::{bounded, digest, push_hex};
+use crate::Quota;
 use crate::scope::MAX_SCOPE_LEN;
+
+/// How every scope [`stripe_object`] names begins.
+const OBJECT: &str = "object:";
+
+/// The pace of a Stripe object's limit (a scope only once a `lock_timeout`
+/// named it): one request at a time, a bucket of one refilled every
+/// 125 ms. A lock lasts as long as the request holding it, and a
+/// `lock_timeout` holds the object for four of these intervals, half a
+/// second: the first retry delay of Stripe's SDKs. Two updates of one
+/// object never leave together into its lock again.
+pub(crate) const OBJECT_PACE: Quota = Quota::new(1, Duration::from_millis(125)).refilled();
+
+/// Whether `scope` is one [`stripe_object`] names.
+pub(crate) fn is_object(scope: &str) -> bool {
+    scope.starts_with(OBJECT)
+}
 
 /// The scope of the object a request to `path` names, with `key` its
 /// idempotency key if it has one:
@@ -19,8 +38,8 @@ use crate::scope::MAX_SCOPE_LEN;
 ///   resource's name, `payment_intents`, has neither);
 /// - a path naming no id (a create, `POST /v1/customers`): its
 ///   idempotency key, as a digest (a key may be guessable, and scopes are
-///   logged): `key:` and 16 hex digits;
-/// - neither: the path, the query dropped.
+///   logged): `object:key:` and 16 hex digits;
+/// - neither: the path, the query dropped (`object:path:/v1/customers`).
 ///
 /// At most [`MAX_SCOPE_LEN`] bytes (a longer one keeps its head and ends
 /// with `~` and a digest of the whole).
@@ -28,7 +47,7 @@ pub(crate) fn stripe_object(path: &str, key: Option<&str>) -> String {
     let path = path.split(['?', '#']).next().unwrap_or_default();
     let mut segments = path.split('/').filter(|s| !s.is_empty()).peekable();
     segments.next_if(|s| matches!(*s, "v1" | "v2"));
-    let mut object = String::from("object:");
+    let mut object = String::from(OBJECT);
     for (i, segment) in segments.enumerate() {
         if i > 0 {
             object.push('/');
@@ -40,11 +59,11 @@ pub(crate) fn stripe_object(path: &str, key: Option<&str>) -> String {
     }
     match key {
         Some(key) => {
-            let mut scope = String::from("key:");
+            let mut scope = format!("{OBJECT}key:");
             push_hex(&mut scope, &digest(key.as_bytes()).to_be_bytes());
             scope
         }
-        None => bounded(format!("path:{path}"), MAX_SCOPE_LEN),
+        None => bounded(format!("{OBJECT}path:{path}"), MAX_SCOPE_LEN),
     }
 }
 
@@ -84,7 +103,7 @@ mod tests {
     #[test]
     fn a_path_naming_no_id_is_its_key_as_a_digest_else_the_path() {
         let by_key = stripe_object("/v1/payment_intents", Some("order-42"));
-        assert!(by_key.starts_with("key:"), "{by_key}");
+        assert!(by_key.starts_with("object:key:"), "{by_key}");
         assert!(!by_key.contains("order-42"));
         assert_ne!(
             by_key,
@@ -92,8 +111,12 @@ mod tests {
         );
         assert_eq!(
             stripe_object("/v1/payment_intents?x=1", None),
-            "path:/v1/payment_intents"
+            "object:path:/v1/payment_intents"
         );
+        for scope in [by_key, stripe_object("/v1/customers/cus_1", None)] {
+            assert!(is_object(&scope), "{scope}");
+        }
+        assert!(!is_object("tenant-7"));
         assert!(stripe_object(&"/v1/x".repeat(40), None).len() <= MAX_SCOPE_LEN);
     }
 }
