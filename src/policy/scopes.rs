@@ -249,6 +249,48 @@ mod tests {
     }
 
     #[test]
+    fn a_star_quota_covers_the_origins_nothing_more_specific_does() {
+        let o = "https://a.example:443";
+        let other = "https://b.example:443";
+        let quota = |p: &Policy, key: &str| p.pacing_config(key).declared;
+        let star = Policy::default().quota("*", Quota::per_second(100));
+        assert_eq!(quota(&star, o), Some(Quota::per_second(100)));
+        assert_eq!(quota(&star, other), Some(Quota::per_second(100)));
+        // A host or a URL wins over `*`, whichever was declared first.
+        let host = Policy::default()
+            .quota("a.example", Quota::per_second(25))
+            .quota("*", Quota::per_second(100));
+        assert_eq!(quota(&host, o), Some(Quota::per_second(25)));
+        assert_eq!(quota(&host, other), Some(Quota::per_second(100)));
+        let url = star
+            .clone()
+            .quota("a.example", Quota::per_second(25))
+            .quota("https://a.example", Quota::per_second(5));
+        assert_eq!(quota(&url, o), Some(Quota::per_second(5)));
+        // Declared again, `*` replaces `*`.
+        let again = star.quota("*", Quota::per_second(25));
+        assert_eq!(quota(&again, other), Some(Quota::per_second(25)));
+        assert!(again.validate().is_ok());
+        // A scope's quota for `*`, and a scope rule for `*`.
+        let scoped = Policy::default()
+            .scope_quota("*", "search", Quota::per_minute(30))
+            .scope_rule("*", None, "/search", "search");
+        assert_eq!(
+            scoped.scopes.quota(o, "search", false),
+            Some(Quota::per_minute(30))
+        );
+        assert_eq!(
+            scoped.scopes.rule_for(o, &Method::GET, "/search/x"),
+            Some("search")
+        );
+        assert!(scoped.validate().is_ok());
+        for bad in ["**", "*.example.com", "* x"] {
+            let p = Policy::default().quota(bad, Quota::per_second(1));
+            assert!(p.validate().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn unusable_declarations_make_the_policy_invalid() {
         let bad = [
             Policy::default().scope_quota("not a host", "s", Quota::per_second(1)),

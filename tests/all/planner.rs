@@ -167,6 +167,30 @@ fn row_5_invalid_retry_after() {
 }
 
 #[test]
+fn the_server_saying_do_not_retry_stops_whatever_it_asked_for() {
+    let p = planner(policy());
+    let t0 = Instant::now();
+    for hint in [Hint::Missing, Hint::Delay(secs(1)), invalid()] {
+        let mut task = sent(&p, t0 + secs(60), t0);
+        let pb = Pushback {
+            server_said_do_not_retry: true,
+            ..pushback(hint)
+        };
+        let d = p.plan(&mut task, &pb, t0, 0);
+        assert_stop(&task, d, "server_said_do_not_retry");
+    }
+    // After the contract's own rows: an unauthorised POST is that.
+    let mut task = sent(&p, t0 + secs(60), t0);
+    let pb = Pushback {
+        server_said_do_not_retry: true,
+        retry_authorized: false,
+        ..delay(1)
+    };
+    let d = p.plan(&mut task, &pb, t0, 0);
+    assert_stop(&task, d, "retry_not_authorized_by_contract");
+}
+
+#[test]
 fn row_6_missing_retry_after_with_fallback_stop() {
     let p = planner(policy().missing_retry_after(Fallback::Stop));
     let t0 = Instant::now();

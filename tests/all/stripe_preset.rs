@@ -259,3 +259,44 @@ async fn a_lock_storm_on_one_object_holds_that_object_only() {
     let hot_sends = hot.iter().filter(|h| **h).count();
     assert!(hot_sends <= 50 * policy_attempts as usize, "{hot_sends}");
 }
+
+/// `Stripe-Should-Retry` as Stripe's SDKs read it, before any other rule:
+/// `true` retries an error status that is no pushback otherwise (a `409`
+/// while another request with the key runs), `false` never retries; with
+/// neither, a `409` is returned as it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn should_retry_true_retries_any_error_status_and_false_none() {
+    use wiremock::ResponseTemplate;
+
+    let (server, arrivals) = crate::common::scripted(|path, i| match (path, i) {
+        ("/v1/customers/cus_1", 0) => {
+            ResponseTemplate::new(409).insert_header("stripe-should-retry", "true")
+        }
+        ("/v1/customers/cus_2", 0) => {
+            ResponseTemplate::new(503).insert_header("stripe-should-retry", "false")
+        }
+        ("/v1/customers/cus_3", 0) => ResponseTemplate::new(409),
+        _ => ResponseTemplate::new(200),
+    })
+    .await;
+    let client = client(test_mode());
+    let send = |customer: &'static str| {
+        client
+            .post(format!("{}/v1/customers/{customer}", server.uri()))
+            .with_extension(IdempotencyKey::new(format!("update-{customer}")))
+            .send()
+    };
+
+    let retried = send("cus_1").await.expect("a response");
+    assert_eq!(retried.status(), 200);
+    assert_eq!(report(&retried).attempts(), 2);
+    let refused = send("cus_2").await.expect("a response");
+    assert_eq!(refused.status(), 503);
+    assert_eq!(stop_code(&refused), Some("server_said_do_not_retry"));
+    assert_eq!(report(&refused).attempts(), 1);
+    let plain = send("cus_3").await.expect("a response");
+    assert_eq!((plain.status().as_u16(), stop_code(&plain)), (409, None));
+    assert_eq!(arrivals.at("/v1/customers/cus_1").len(), 2);
+    assert_eq!(arrivals.at("/v1/customers/cus_2").len(), 1);
+    assert_eq!(arrivals.at("/v1/customers/cus_3").len(), 1);
+}
