@@ -7,7 +7,8 @@
 //! [`Deadline`]. It never sends before the server's `Retry-After`, never
 //! clamps a long server delay down (it stops instead, with a stable code),
 //! never retries a non-idempotent request unless the caller supplied an
-//! [`IdempotencyKey`], and never retries a transport error or timeout whose
+//! [`IdempotencyKey`] (sent, or [`local`](IdempotencyKey::local) for APIs
+//! that define none), and never retries a transport error or timeout whose
 //! outcome is unknown.
 //!
 //! ```no_run

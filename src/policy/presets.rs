@@ -73,7 +73,10 @@ impl Policy {
     ///   whatever the error status), and a `429` `lock_timeout` held for
     ///   the object the request names (its path up to its first id, else
     ///   its idempotency key): the origin's other requests keep their
-    ///   pace;
+    ///   pace. A locked object's requests then leave one at a time, at
+    ///   most eight a second, the first half a second after the lock (the
+    ///   first retry delay of Stripe's SDKs); a pushback on it counts
+    ///   against the task's attempts as any other;
     /// - the raw `Idempotency-Key` form ([`IdempotencyKeyForm::Raw`]):
     ///   Stripe takes the header's value as the key, quotes and all;
     /// - the documented live-mode rate, 100 requests a second, declared

@@ -311,6 +311,24 @@ fn stripe_a_lock_timeout_holds_its_object_and_the_rate_limiter_the_origin() {
         answered(&policy, &map, Some(&r), path, 200, &headers(&[])),
         Answered::default()
     );
+    // A declined card's `false` is no pushback: it teaches nothing.
+    let declined = Route::of(
+        &policy,
+        &map,
+        O,
+        &Method::POST,
+        "/v1/charges/ch_9",
+        None,
+        None,
+    )
+    .expect("a route");
+    let no = headers(&[("stripe-should-retry", "false")]);
+    let answer = answered(&policy, &map, Some(&declined), "/v1/charges/ch_9", 402, &no);
+    assert_eq!(answer, Answered::default());
+    assert_eq!(
+        scope_of(&policy, &map, Method::POST, "/v1/charges/ch_9"),
+        None
+    );
     // Another object's requests do not.
     assert_eq!(
         scope_of(&policy, &map, Method::POST, "/v1/customers/cus_002"),

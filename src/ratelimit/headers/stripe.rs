@@ -23,7 +23,7 @@ impl RateLimitHeaders {
     ///   object the request changes was busy), a `409` while another
     ///   request with the same idempotency key is running.
     ///
-    /// An answer carrying the field (either value) speaks for the object
+    /// A pushback carrying the field (either value) speaks for the object
     /// the request names, not for the origin: a `lock_timeout` holds that
     /// object's requests (a scope of its own, see
     /// [`Policy::stripe`](crate::Policy::stripe)), while the rest of the
