@@ -35,7 +35,6 @@ mod scopes;
 mod server_shapes;
 mod sim;
 mod stripe;
-mod stripe_preset;
 
 /// The test server (arrival log, rate-limited server), shared with the storm
 /// bench and the demo.
