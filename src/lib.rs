@@ -7,7 +7,8 @@
 //! [`Deadline`]. It never sends before the server's `Retry-After`, never
 //! clamps a long server delay down (it stops instead, with a stable code),
 //! never retries a non-idempotent request unless the caller supplied an
-//! [`IdempotencyKey`], and never retries a transport error or timeout whose
+//! [`IdempotencyKey`] (sent, or [`local`](IdempotencyKey::local) for APIs
+//! that define none), and never retries a transport error or timeout whose
 //! outcome is unknown.
 //!
 //! ```no_run
@@ -34,7 +35,7 @@
 //! A task that stops retrying returns the last real response (the `429`
 //! itself) with a [`RetryReport`] whose [`StopReason::code`] is one of these
 //! stable strings: `retry_not_authorized_by_contract`, `body_not_replayable`,
-//! `attempt_budget_exhausted`, `deadline_exhausted`, `invalid_retry_after`,
+//! `server_said_do_not_retry`, `attempt_budget_exhausted`, `deadline_exhausted`, `invalid_retry_after`,
 //! `missing_retry_after`, `wait_budget_exhausted`, `retry_budget_exhausted`,
 //! `store_unavailable` (the table below says when each applies).
 //! An `Err` means nothing reached the server, or the outcome is unknown (a

@@ -215,13 +215,20 @@ pub(crate) enum Target {
     Origin(String),
     /// Every origin of this host (lower case), whatever its scheme or port.
     Host(String),
-    /// What was given could not be read as either.
+    /// `*`: every origin the policy calls that no origin or host
+    /// declaration covers.
+    Any,
+    /// What was given could not be read as any of these.
     Invalid,
 }
 
 impl Target {
-    /// `scheme://host[:port]` (a URL; its path is ignored), or a bare host.
+    /// `scheme://host[:port]` (a URL; its path is ignored), a bare host, or
+    /// `*` (every origin).
     pub(crate) fn parse(given: &str) -> Self {
+        if given.trim() == "*" {
+            return Target::Any;
+        }
         if given.contains("://") {
             match reqwest::Url::parse(given) {
                 Ok(url) if url.host_str().is_some() => {
@@ -248,9 +255,37 @@ impl Target {
         match self {
             Target::Origin(o) => o == origin,
             Target::Host(h) => host_of(origin) == Some(h.as_str()),
+            Target::Any => true,
             Target::Invalid => false,
         }
     }
+
+    /// How specific it is: an origin (0) before a host (1) before `*` (2).
+    fn rank(&self) -> u8 {
+        match self {
+            Target::Origin(_) | Target::Invalid => 0,
+            Target::Host(_) => 1,
+            Target::Any => 2,
+        }
+    }
+}
+
+/// Of the declarations that apply to `origin`, the value of the most
+/// specific (an origin's URL, else its host, else `*`), the latest
+/// declared among equals.
+pub(crate) fn most_specific<'a, T: 'a>(
+    declared: impl DoubleEndedIterator<Item = (&'a Target, T)>,
+    origin: &str,
+) -> Option<T> {
+    let mut best: Option<(u8, T)> = None;
+    for (target, value) in declared.rev() {
+        let rank = target.rank();
+        if best.as_ref().is_some_and(|(r, _)| *r <= rank) || !target.matches(origin) {
+            continue;
+        }
+        best = Some((rank, value));
+    }
+    best.map(|(_, value)| value)
 }
 
 /// The host of `scheme://host:port`.

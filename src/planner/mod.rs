@@ -78,6 +78,11 @@ pub enum StopReason {
     /// The request body is a stream and cannot be sent again. Code
     /// `body_not_replayable`.
     BodyNotReplayable,
+    /// The server said the request must not be retried (Stripe's
+    /// `Stripe-Should-Retry: false`, read under
+    /// [`RateLimitHeaders::stripe`](crate::RateLimitHeaders::stripe)). Code
+    /// `server_said_do_not_retry`.
+    ServerSaidDoNotRetry,
     /// `max_attempts` sends were made. Code `attempt_budget_exhausted`.
     AttemptBudgetExhausted,
     /// The task's deadline has passed, or the retry could not be sent before
@@ -107,6 +112,7 @@ impl StopReason {
         match self {
             StopReason::RetryNotAuthorizedByContract => "retry_not_authorized_by_contract",
             StopReason::BodyNotReplayable => "body_not_replayable",
+            StopReason::ServerSaidDoNotRetry => "server_said_do_not_retry",
             StopReason::AttemptBudgetExhausted => "attempt_budget_exhausted",
             StopReason::DeadlineExhausted => "deadline_exhausted",
             StopReason::InvalidRetryAfter => "invalid_retry_after",

@@ -352,15 +352,19 @@ impl Policy {
 
     /// Declares the quota of `origin`: a URL's origin
     /// (`https://api.example.com`, any path ignored, the scheme's port
-    /// unless one is given) or a bare host (`api.example.com`: every scheme
-    /// and port). Requests to it are paced to the quota from the very first
+    /// unless one is given), a bare host (`api.example.com`: every scheme
+    /// and port), or `*`: every origin this policy calls that no URL or
+    /// host declaration covers (a vendor preset's documented rate, which
+    /// the caller changes by declaring `*` again, or a URL or host).
+    /// Requests to it are paced to the quota from the very first
     /// ([`Quota`] says how each shape is kept), with no first wave of
     /// `429`s; the origin's rate-limit headers still count, and the tightest
     /// binds. A quota in requests and one in cost units ([`Quota::units`])
     /// for the same origin both bind. Declared again for the same origin in
     /// the same unit, the later declaration replaces the earlier; an origin
-    /// matched by both its URL and its host takes the URL's (per unit). Needs `origin_gate`; shared through the store like
-    /// the gate (each process declares the same).
+    /// matched by several takes the most specific (per unit): its URL's,
+    /// else its host's, else `*`'s. Needs `origin_gate`; shared through the
+    /// store like the gate (each process declares the same).
     ///
     /// An origin that cannot be read, a count of 0, or a span under a
     /// millisecond or over [`Quota::LONGEST_SPAN`] (366 days) make the
@@ -374,6 +378,12 @@ impl Policy {
     /// let policy = Policy::default().quota("https://api.openai.com", Quota::per_minute(500));
     /// assert!(policy.validate().is_ok());
     /// assert!(Policy::default().quota("not a host", Quota::per_second(5)).validate().is_err());
+    ///
+    /// // Stripe's live-mode rate for every origin, and test mode's for one.
+    /// let policy = Policy::default()
+    ///     .quota("*", Quota::per_second(100))
+    ///     .quota("https://sandbox.example.com", Quota::per_second(25));
+    /// assert!(policy.validate().is_ok());
     /// ```
     #[must_use]
     pub fn quota(mut self, origin: &str, quota: Quota) -> Self {

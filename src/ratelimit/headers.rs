@@ -130,6 +130,9 @@ pub(crate) struct Scoping {
     /// The IETF `RateLimit` partition keys (`pk`), from
     /// [`RateLimitHeaders::ietf`].
     pub(crate) ietf_partitions: bool,
+    /// Stripe's objects (a `lock_timeout` holds its object) and
+    /// `Stripe-Should-Retry`, from [`RateLimitHeaders::stripe`].
+    pub(crate) stripe: bool,
 }
 
 impl Scoping {
@@ -139,6 +142,7 @@ impl Scoping {
             github: self.github || other.github,
             discord: self.discord || other.discord,
             ietf_partitions: self.ietf_partitions || other.ietf_partitions,
+            stripe: self.stripe || other.stripe,
         }
     }
 }
@@ -591,6 +595,9 @@ impl RateLimitHeaders {
         }
     }
 }
+
+mod stripe;
+pub(crate) use stripe::should_retry;
 
 #[cfg(test)]
 mod tests;

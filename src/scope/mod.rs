@@ -35,6 +35,8 @@ pub(crate) const DISCORD_GLOBAL: crate::Quota = crate::Quota::per_second(50).ref
 /// global quota (Discord's 50 a second), that quota unless one is
 /// declared, once the origin answered as that API does (the first
 /// contact holds the rest until then).
+/// A Stripe object's limit (see [`vendor::stripe::OBJECT_PACE`]) takes
+/// its pace unless one is declared for it.
 /// A request that does not count against that global limit
 /// (`under_global`: false, see [`Route::under_global_limit`]) is not held
 /// by it.
@@ -45,6 +47,14 @@ pub(crate) fn pacing_config(
     under_global: bool,
 ) -> PacingConfig {
     let mut pacing = policy.pacing_config(key);
+    if pacing.declared.is_none()
+        && policy.rate_limit_headers.scoping().stripe
+        && let (_, Some(scope)) = key::split(key)
+        && vendor::stripe::is_object(scope)
+    {
+        pacing.declared = Some(vendor::stripe::OBJECT_PACE);
+        return pacing;
+    }
     if under_global
         && pacing.declared.is_none()
         && policy.rate_limit_headers.scoping().discord

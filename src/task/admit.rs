@@ -119,6 +119,7 @@ impl<'a, S: Store> Task<'a, S> {
             request.method(),
             request.url().path(),
             None,
+            None,
         );
         self.route.is_some()
     }

@@ -162,6 +162,8 @@ impl<S: Store> Task<'_, S> {
         let pushback = Pushback {
             retry_authorized: contract.retry_authorized,
             body_replayable: contract.replayable,
+            server_said_do_not_retry: policy.rate_limit_headers.server_says_retry(headers)
+                == Some(false),
             // The retry passes this origin's gate, not that of a
             // redirect's target.
             gated: matches!(answered, Cow::Borrowed(_)),

@@ -55,6 +55,7 @@ pub(crate) fn violation(check: Check, detail: String) -> Violation {
 const STOP_CODES: &[&str] = &[
     "retry_not_authorized_by_contract",
     "body_not_replayable",
+    "server_said_do_not_retry",
     "attempt_budget_exhausted",
     "deadline_exhausted",
     "invalid_retry_after",
