@@ -10,6 +10,9 @@ use super::hint::{Fold, Limit, RateLimitHint, Unit};
 use super::ietf;
 use super::reset::{MAX_RATELIMIT_LEN, ResetFormat, parse_reset, trim_ows};
 
+mod shopify;
+pub(crate) use shopify::{LeakyBucket, stated_bucket_size};
+
 /// One vendor limit: reset headers in order of preference (the first one
 /// present and valid counts), the header with the count left, the header
 /// with the quota, and what the limit counts.
@@ -187,6 +190,9 @@ pub struct RateLimitHeaders {
     retry_after_statuses: Vec<StatusCode>,
     /// Which vendors' scope rules apply.
     scoping: Scoping,
+    /// A leaky bucket the answers state (Shopify's), and its declared
+    /// rate.
+    bucket: Option<LeakyBucket>,
 }
 
 impl Default for RateLimitHeaders {
@@ -359,6 +365,7 @@ impl RateLimitHeaders {
             statuses: Vec::new(),
             retry_after_statuses: Vec::new(),
             scoping: Scoping::default(),
+            bucket: None,
         }
     }
 
@@ -371,6 +378,10 @@ impl RateLimitHeaders {
     pub fn and(mut self, other: RateLimitHeaders) -> Self {
         self.ietf |= other.ietf;
         self.scoping = self.scoping.union(other.scoping);
+        self.bucket = match (self.bucket, other.bucket) {
+            (Some(a), Some(b)) => Some(a.slower(b)),
+            (a, b) => a.or(b),
+        };
         for spec in other.limits {
             self.push(spec);
         }
@@ -484,7 +495,7 @@ impl RateLimitHeaders {
     /// nothing).
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        !self.ietf && self.limits.is_empty()
+        !self.ietf && self.limits.is_empty() && self.bucket.is_none()
     }
 
     /// Which vendors' scope rules apply: those of the presets combined
@@ -517,6 +528,11 @@ impl RateLimitHeaders {
         let mut fold = Fold::default();
         if self.ietf {
             ietf::read(headers, &mut fold);
+        }
+        if self.bucket.is_some()
+            && let Some(limit) = shopify::read(headers)
+        {
+            fold.push(limit);
         }
         if self.limits.is_empty() {
             return fold.finish();

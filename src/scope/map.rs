@@ -29,6 +29,8 @@ pub(crate) struct ScopeMap {
     /// Whether anything was learned yet (the success path of a client
     /// whose servers name no scope takes no lock).
     any: AtomicBool,
+    /// Whether any origin stated a leaky bucket yet.
+    buckets: AtomicBool,
 }
 
 /// What was learned of one origin.
@@ -38,6 +40,9 @@ struct Learned {
     routes: HashMap<String, String>,
     /// Known scope -> when it was last used.
     scopes: HashMap<String, Instant>,
+    /// The size of its leaky bucket, as its last answer stating one said
+    /// (Shopify's call limit).
+    bucket: Option<u64>,
     used: Option<Instant>,
 }
 
@@ -111,6 +116,22 @@ impl ScopeMap {
         let now = Instant::now();
         let mut origins = lock(&self.origins);
         admit(entry(&mut origins, origin, now), scope, max, now)
+    }
+
+    /// `origin` answered that its leaky bucket holds `size` requests.
+    pub(crate) fn bucket_stated(&self, origin: &str, size: u64) {
+        let mut origins = lock(&self.origins);
+        entry(&mut origins, origin, Instant::now()).bucket = Some(size);
+        self.buckets.store(true, Ordering::Release);
+    }
+
+    /// The size of `origin`'s leaky bucket, as its last answer stating
+    /// one said.
+    pub(crate) fn bucket(&self, origin: &str) -> Option<u64> {
+        if !self.buckets.load(Ordering::Acquire) {
+            return None;
+        }
+        lock(&self.origins).get(origin).and_then(|l| l.bucket)
     }
 
     /// How many scopes `origin` has.

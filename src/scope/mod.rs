@@ -35,6 +35,10 @@ pub(crate) const DISCORD_GLOBAL: crate::Quota = crate::Quota::per_second(50).ref
 /// global quota (Discord's 50 a second), that quota unless one is
 /// declared, once the origin answered as that API does (the first
 /// contact holds the rest until then).
+/// An origin whose answers state a leaky bucket (Shopify's call limit,
+/// read by [`RateLimitHeaders::shopify_leaking`](crate::RateLimitHeaders::shopify_leaking))
+/// is paced as a declared bucket of the stated size at the declared rate,
+/// unless a quota is declared for it.
 /// A request that does not count against that global limit
 /// (`under_global`: false, see [`Route::under_global_limit`]) is not held
 /// by it.
@@ -53,6 +57,13 @@ pub(crate) fn pacing_config(
         && map.knows(origin)
     {
         pacing.declared = Some(DISCORD_GLOBAL);
+    }
+    if pacing.declared.is_none()
+        && let Some(bucket) = policy.rate_limit_headers.leaky_bucket()
+        && let (origin, None) = key::split(key)
+        && let Some(size) = map.bucket(origin)
+    {
+        pacing.declared = bucket.quota(size);
     }
     pacing
 }

@@ -42,6 +42,12 @@ impl<S: Store> Task<'_, S> {
             let declared = policy.declared_in_flight(&origin);
             self.shared.in_flight.stated(&origin, cap, declared);
         }
+        if policy.rate_limit_headers.leaky_bucket().is_some()
+            && let Some(size) = crate::ratelimit::stated_bucket_size(response.headers())
+        {
+            let origin = answered_by(&self.origin, response.url());
+            self.shared.scopes.bucket_stated(&origin, size);
+        }
         if policy.is_pushback_response(response.status(), &rate_limit, response.headers()) {
             return Err(Box::new((
                 rate_limit,
@@ -154,7 +160,14 @@ impl<S: Store> Task<'_, S> {
         let status = response.status();
         let answered = answered_by(&self.origin, response.url());
         let headers = response.headers();
-        let hint = Hint::from_headers(headers);
+        let hint = match Hint::from_headers(headers) {
+            // A vendor's documented format these headers read (Shopify's
+            // `2.0`): its time is the rate-limit reset read from it.
+            Hint::Invalid(_) if policy.rate_limit_headers.reads_retry_after(headers) => {
+                Hint::Missing
+            }
+            hint => hint,
+        };
         let pushback = Pushback {
             retry_authorized: contract.retry_authorized,
             body_replayable: contract.replayable,

@@ -176,6 +176,10 @@ pub mod llm;
 /// `lock_timeout` for an update of an object another one holds.
 #[path = "server/stripe.rs"]
 pub mod stripe;
+/// A Shopify-like server: the REST Admin API's leaky bucket, stated on
+/// every answer, and `429` with `Retry-After: 2.0`.
+#[path = "server/shopify.rs"]
+pub mod shopify;
 /// Serving a vendor-like server's state, judged at given instants.
 #[path = "server/wire.rs"]
 pub mod wire;
