@@ -255,6 +255,48 @@ mod tests {
     }
 
     #[test]
+    fn only_a_declared_format_reads_a_retry_after_the_strict_parser_refuses() {
+        let answer = |values: &[&'static str]| {
+            let mut h = HeaderMap::new();
+            for v in values {
+                h.append(RETRY_AFTER, http::HeaderValue::from_static(v));
+            }
+            h
+        };
+        let shopify = RateLimitHeaders::shopify();
+        for read in [&["2.0"][..], &["2.000"], &["2"], &[" 0.5 "]] {
+            assert!(shopify.reads_retry_after(&answer(read)), "{read:?}");
+        }
+        for refused in [&["soon"][..], &["2.0", "2.0"], &["-2.0"], &["2e0"], &[]] {
+            assert!(!shopify.reads_retry_after(&answer(refused)), "{refused:?}");
+        }
+        // Everywhere else, the strict parser alone reads it.
+        for other in [
+            RateLimitHeaders::ietf(),
+            RateLimitHeaders::discord(),
+            RateLimitHeaders::openai(),
+            RateLimitHeaders::none(),
+        ] {
+            assert!(!other.reads_retry_after(&answer(&["2.0"])));
+        }
+        assert!(
+            RateLimitHeaders::ietf()
+                .and(shopify)
+                .reads_retry_after(&answer(&["2.0"]))
+        );
+    }
+
+    #[test]
+    fn combined_buckets_leak_at_the_slower_rate() {
+        let both = RateLimitHeaders::shopify_leaking(20).and(RateLimitHeaders::shopify());
+        assert_eq!(both.leaky_bucket(), Some(LeakyBucket { per_second: 2 }));
+        let one = RateLimitHeaders::ietf().and(RateLimitHeaders::shopify_leaking(20));
+        assert_eq!(one.leaky_bucket(), Some(LeakyBucket { per_second: 20 }));
+        assert_eq!(RateLimitHeaders::ietf().leaky_bucket(), None);
+        assert!(!RateLimitHeaders::shopify().is_empty());
+    }
+
+    #[test]
     fn the_pace_is_the_stated_size_less_one_at_the_declared_rate() {
         let two = LeakyBucket { per_second: 2 };
         let q = two.quota(40).map(|q| (q.count(), q.per(), q.is_refilled()));
