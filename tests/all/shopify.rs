@@ -35,10 +35,11 @@ fn path(i: usize) -> String {
     format!("/admin/api/2024-01/products/{i}.json")
 }
 
-/// When the documented bucket admits the last of `calls`: its size at
-/// once, then one per leak.
+/// When the documented bucket admits the last of `calls`: what is free
+/// of it at once, then one per leak.
 fn ideal(config: ShopifyConfig, calls: usize) -> Duration {
-    let after = calls.saturating_sub(config.size as usize) as f64;
+    let free = config.size.saturating_sub(config.level) as usize;
+    let after = calls.saturating_sub(free) as f64;
     Duration::from_secs_f64(after / f64::from(config.leak))
 }
 
@@ -204,6 +205,7 @@ async fn the_preset_reads_a_plus_bucket_and_a_longer_retry_after() {
         size: 80,
         leak: 40,
         retry_after: "0.100",
+        level: 0,
     };
     let (answers, s, tap) = read_all(config, preset(config), CALLS).await;
     figures("shopify() plus", config, &answers, &s, &tap);
@@ -240,4 +242,25 @@ async fn the_default_policy_stops_on_the_decimal_retry_after_and_holds_the_origi
         .filter(|&at| at > first && at < first + Duration::from_millis(950))
         .collect();
     assert_eq!(into_first_hold, Vec::new(), "sent into the hold");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_preset_waits_out_the_decimal_retry_after_of_a_bucket_filled_by_another_client() {
+    // Another client of the same app filled 30 of the 40: the first burst
+    // overflows, and its `429`s name 0.2 s each. Under the preset each is
+    // read as at most 0.21 s: its task waits that long, and so does the
+    // origin; nothing is sent into it, and every read goes through.
+    let config = ShopifyConfig {
+        level: 30,
+        ..ShopifyConfig::standard_scaled(10, "0.2")
+    };
+    let (answers, s, tap) = read_all(config, preset(config), 100).await;
+    figures("shopify() on a filled bucket", config, &answers, &s, &tap);
+    assert!(s.count(ShopifyAnswer::Throttled) > 0, "nothing to wait out");
+    assert!(answers.iter().all(|a| *a == (200, None)), "{answers:?}");
+    assert_eq!(
+        sent_into_throttles(&s, &tap),
+        Vec::new(),
+        "sent into a throttle"
+    );
 }

@@ -40,6 +40,9 @@ pub struct ShopifyConfig {
     pub leak: u32,
     /// The `Retry-After` value of a `429`, as written.
     pub retry_after: &'static str,
+    /// The bucket's level when the first request arrives (another client
+    /// of the same app and store filled it): 0, an empty bucket.
+    pub level: u32,
 }
 
 impl ShopifyConfig {
@@ -49,6 +52,7 @@ impl ShopifyConfig {
         size: 40,
         leak: 2,
         retry_after: "2.0",
+        level: 0,
     };
 
     /// The standard plan's bucket with its times scaled down `factor`
@@ -98,6 +102,7 @@ impl ShopifyState {
     fn new(config: ShopifyConfig) -> Self {
         ShopifyState {
             config: Some(config),
+            level: f64::from(config.level),
             ..ShopifyState::default()
         }
     }
