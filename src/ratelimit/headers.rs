@@ -11,7 +11,7 @@ use super::ietf;
 use super::reset::{MAX_RATELIMIT_LEN, ResetFormat, parse_reset, trim_ows};
 
 mod shopify;
-pub(crate) use shopify::{LeakyBucket, stated_bucket_size};
+pub(crate) use shopify::{LeakyBucket, stated_bucket};
 
 /// One vendor limit: reset headers in order of preference (the first one
 /// present and valid counts), the header with the count left, the header

@@ -33,6 +33,15 @@ pub(crate) struct ScopeMap {
     buckets: AtomicBool,
 }
 
+/// A leaky bucket an answer stated: `used` of `size`, when it was
+/// received (on tokio's clock, which a simulation pauses).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StatedBucket {
+    pub(crate) size: u64,
+    pub(crate) used: u64,
+    pub(crate) at: tokio::time::Instant,
+}
+
 /// What was learned of one origin.
 #[derive(Debug, Default)]
 struct Learned {
@@ -40,9 +49,9 @@ struct Learned {
     routes: HashMap<String, String>,
     /// Known scope -> when it was last used.
     scopes: HashMap<String, Instant>,
-    /// The size of its leaky bucket, as its last answer stating one said
-    /// (Shopify's call limit).
-    bucket: Option<u64>,
+    /// Its leaky bucket, as its last answer stating one said (Shopify's
+    /// call limit).
+    bucket: Option<StatedBucket>,
     used: Option<Instant>,
 }
 
@@ -118,16 +127,21 @@ impl ScopeMap {
         admit(entry(&mut origins, origin, now), scope, max, now)
     }
 
-    /// `origin` answered that its leaky bucket holds `size` requests.
-    pub(crate) fn bucket_stated(&self, origin: &str, size: u64) {
+    /// `origin` answered that its leaky bucket holds `used` of `size`
+    /// requests.
+    pub(crate) fn bucket_stated(&self, origin: &str, used: u64, size: u64) {
+        let stated = StatedBucket {
+            size,
+            used,
+            at: tokio::time::Instant::now(),
+        };
         let mut origins = lock(&self.origins);
-        entry(&mut origins, origin, Instant::now()).bucket = Some(size);
+        entry(&mut origins, origin, Instant::now()).bucket = Some(stated);
         self.buckets.store(true, Ordering::Release);
     }
 
-    /// The size of `origin`'s leaky bucket, as its last answer stating
-    /// one said.
-    pub(crate) fn bucket(&self, origin: &str) -> Option<u64> {
+    /// `origin`'s leaky bucket, as its last answer stating one said.
+    pub(crate) fn bucket(&self, origin: &str) -> Option<StatedBucket> {
         if !self.buckets.load(Ordering::Acquire) {
             return None;
         }

@@ -37,7 +37,8 @@ pub(crate) const DISCORD_GLOBAL: crate::Quota = crate::Quota::per_second(50).ref
 /// contact holds the rest until then).
 /// An origin whose answers state a leaky bucket (Shopify's call limit,
 /// read by [`RateLimitHeaders::shopify_leaking`](crate::RateLimitHeaders::shopify_leaking))
-/// is paced as a declared bucket of the stated size at the declared rate,
+/// is paced as a declared bucket at the declared rate, its burst what the
+/// last statement left free, leaked since (see `LeakyBucket::quota`),
 /// unless a quota is declared for it.
 /// A request that does not count against that global limit
 /// (`under_global`: false, see [`Route::under_global_limit`]) is not held
@@ -61,9 +62,9 @@ pub(crate) fn pacing_config(
     if pacing.declared.is_none()
         && let Some(bucket) = policy.rate_limit_headers.leaky_bucket()
         && let (origin, None) = key::split(key)
-        && let Some(size) = map.bucket(origin)
+        && let Some(stated) = map.bucket(origin)
     {
-        pacing.declared = bucket.quota(size);
+        pacing.declared = bucket.quota(stated.size, stated.used, stated.at.elapsed());
     }
     pacing
 }

@@ -281,7 +281,7 @@ fn a_stated_leaky_bucket_paces_its_origin_once_it_answered_with_it() {
     let map = ScopeMap::default();
     let policy = Policy::shopify();
     assert_eq!(super::pacing_config(&policy, &map, O, true).declared, None);
-    map.bucket_stated(O, 40);
+    map.bucket_stated(O, 0, 40);
     let bucket = crate::Quota::new(39, std::time::Duration::from_millis(19_500)).refilled();
     assert_eq!(
         super::pacing_config(&policy, &map, O, true).declared,

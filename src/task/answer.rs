@@ -43,10 +43,10 @@ impl<S: Store> Task<'_, S> {
             self.shared.in_flight.stated(&origin, cap, declared);
         }
         if policy.rate_limit_headers.leaky_bucket().is_some()
-            && let Some(size) = crate::ratelimit::stated_bucket_size(response.headers())
+            && let Some((used, size)) = crate::ratelimit::stated_bucket(response.headers())
         {
             let origin = answered_by(&self.origin, response.url());
-            self.shared.scopes.bucket_stated(&origin, size);
+            self.shared.scopes.bucket_stated(&origin, used, size);
         }
         if policy.is_pushback_response(response.status(), &rate_limit, response.headers()) {
             return Err(Box::new((

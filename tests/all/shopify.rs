@@ -36,11 +36,12 @@ fn path(i: usize) -> String {
 }
 
 /// When the documented bucket admits the last of `calls`: what is free
-/// of it at once, then one per leak.
+/// of it at once, then one per leak (what another client leaves of it).
 fn ideal(config: ShopifyConfig, calls: usize) -> Duration {
     let free = config.size.saturating_sub(config.level) as usize;
     let after = calls.saturating_sub(free) as f64;
-    Duration::from_secs_f64(after / f64::from(config.leak))
+    let leak = f64::from(config.leak.saturating_sub(config.other).max(1));
+    Duration::from_secs_f64(after / leak)
 }
 
 /// Ours with `policy`, then `tap` (innermost: what left and came back).
@@ -206,6 +207,7 @@ async fn the_preset_reads_a_plus_bucket_and_a_longer_retry_after() {
         leak: 40,
         retry_after: "0.100",
         level: 0,
+        other: 0,
     };
     let (answers, s, tap) = read_all(config, preset(config), CALLS).await;
     figures("shopify() plus", config, &answers, &s, &tap);
@@ -245,17 +247,32 @@ async fn the_default_policy_stops_on_the_decimal_retry_after_and_holds_the_origi
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_preset_waits_out_the_decimal_retry_after_of_a_bucket_filled_by_another_client() {
-    // Another client of the same app filled 30 of the 40: the first burst
-    // overflows, and its `429`s name 0.2 s each. Under the preset each is
-    // read as at most 0.21 s: its task waits that long, and so does the
-    // origin; nothing is sent into it, and every read goes through.
+async fn the_preset_starts_from_what_another_client_left_free() {
+    // Another client of the same app filled 30 of the 40: the first answer
+    // says so, and the burst is what is left.
     let config = ShopifyConfig {
         level: 30,
         ..ShopifyConfig::standard_scaled(10, "0.2")
     };
     let (answers, s, tap) = read_all(config, preset(config), 100).await;
     figures("shopify() on a filled bucket", config, &answers, &s, &tap);
+    assert_preset_figures(config, &answers, &s);
+    assert_eq!(s.count(ShopifyAnswer::Throttled), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_preset_waits_out_the_decimal_retry_after_of_a_shared_bucket() {
+    // Another client of the same app spends 5 of the 20 a second all
+    // along: the declared rate is too fast, and `429`s name 0.2 s. Under
+    // the preset each is read as at most 0.21 s: its task and the origin
+    // wait that long; nothing is sent into it, and every read goes
+    // through.
+    let config = ShopifyConfig {
+        other: 5,
+        ..ShopifyConfig::standard_scaled(10, "0.2")
+    };
+    let (answers, s, tap) = read_all(config, preset(config), 100).await;
+    figures("shopify() on a shared bucket", config, &answers, &s, &tap);
     assert!(s.count(ShopifyAnswer::Throttled) > 0, "nothing to wait out");
     assert!(answers.iter().all(|a| *a == (200, None)), "{answers:?}");
     assert_eq!(

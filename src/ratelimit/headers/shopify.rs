@@ -11,9 +11,10 @@
 //! "reset", its answers would hold the origin until the bucket is empty,
 //! or renew it whole while it is still nearly full. So an origin whose
 //! answers state the header is paced as a declared bucket
-//! ([`Quota::refilled`](crate::Quota::refilled)) of that size, less one
-//! request of headroom, refilled at the declared rate: a burst, then one
-//! request per leak, with no `429` to learn it from.
+//! ([`Quota::refilled`](crate::Quota::refilled)) refilled at the declared
+//! rate, its burst what the answer left free less one request of
+//! headroom: a burst, then one request per leak, with no `429` to learn
+//! it from.
 
 use std::time::{Duration, SystemTime};
 
@@ -44,19 +45,32 @@ impl LeakyBucket {
         }
     }
 
-    /// The pace of a bucket stated to hold `size`: a bucket of `size - 1`
-    /// (one request of headroom, for arrivals a little out of the order or
-    /// time they left in), refilled at the declared rate. The burst is
-    /// capped at what a [`Quota`] can span ([`Quota::LONGEST_SPAN`]) and
-    /// `u32`; the rate is kept exactly, its span rounded up (never faster).
-    /// `None` when the rate is 0 (a policy that declares it is invalid).
-    pub(crate) fn quota(self, size: u64) -> Option<Quota> {
+    /// The pace of a bucket stated to hold `used` of `size` requests
+    /// `since` ago: a bucket refilled at the declared rate, its burst what
+    /// is free of it now (what it held then, less what leaked since, in
+    /// whole requests: never more), less one request of headroom (for
+    /// arrivals a little out of the order or time they left in, and a
+    /// count the server rounded down), at least one. The burst is capped
+    /// at what a [`Quota`] can span ([`Quota::LONGEST_SPAN`]) and `u32`;
+    /// the rate is kept, its span rounded up (never faster). `None` when
+    /// the rate is 0 (a policy that declares it is invalid).
+    ///
+    /// The burst counts only where the pace starts (an origin's first
+    /// answer, or the first after it was forgotten): from there the pace
+    /// keeps its own count of what it sent.
+    pub(crate) fn quota(self, size: u64, used: u64, since: Duration) -> Option<Quota> {
         let rate = u64::from(self.per_second);
         if rate == 0 {
             return None;
         }
+        let leaked = since
+            .as_secs()
+            .saturating_mul(rate)
+            .saturating_add(u64::from(since.subsec_nanos()).saturating_mul(rate) / 1_000_000_000);
+        let held = used.saturating_sub(leaked);
         let longest = Quota::LONGEST_SPAN.as_secs().saturating_mul(rate);
         let burst = size
+            .saturating_sub(held)
             .saturating_sub(1)
             .clamp(1, longest)
             .min(u64::from(u32::MAX));
@@ -91,10 +105,10 @@ fn call_limit(raw: &[u8]) -> Option<(u64, u64)> {
     (size > 0).then_some((used, size))
 }
 
-/// The size of the bucket a Shopify answer states, if it states one
+/// The bucket a Shopify answer states, `(used, size)`, if it states one
 /// (exactly one valid field line).
-pub(crate) fn stated_bucket_size(headers: &HeaderMap) -> Option<u64> {
-    call_limit(single(headers, &CALL_LIMIT)?).map(|(_, size)| size)
+pub(crate) fn stated_bucket(headers: &HeaderMap) -> Option<(u64, u64)> {
+    call_limit(single(headers, &CALL_LIMIT)?)
 }
 
 /// What a Shopify answer says of its bucket as a limit: the requests left
@@ -148,9 +162,10 @@ impl RateLimitHeaders {
     ///   and its size ([`RateLimitHint::limit`](crate::RateLimitHint::limit)),
     ///   with no reset: the bucket leaks all the time. Once an origin
     ///   answered with it, requests to it leave as from a declared bucket
-    ///   ([`Quota::refilled`](crate::Quota::refilled)) of the stated size
-    ///   less one (headroom for requests that arrive a little out of the
-    ///   time they left at), refilled at `per_second`: a burst, then one
+    ///   ([`Quota::refilled`](crate::Quota::refilled)) refilled at
+    ///   `per_second`: a burst of what the answer left free (less what
+    ///   has leaked since), less one request of headroom (for requests
+    ///   that arrive a little out of the time they left at), then one
     ///   request per leak. A [`Policy::quota`](crate::Policy::quota)
     ///   declared for the origin replaces it. Until the first answer, the
     ///   other requests wait for it ([`Policy::first_contact`](crate::Policy::first_contact)).
@@ -297,21 +312,46 @@ mod tests {
     }
 
     #[test]
-    fn the_pace_is_the_stated_size_less_one_at_the_declared_rate() {
+    fn the_pace_is_what_is_free_less_one_at_the_declared_rate() {
         let two = LeakyBucket { per_second: 2 };
-        let q = two.quota(40).map(|q| (q.count(), q.per(), q.is_refilled()));
-        assert_eq!(q, Some((39, Duration::from_millis(19_500), true)));
+        let pace = |size, used, since| {
+            two.quota(size, used, since)
+                .map(|q| (q.count(), q.per(), q.is_refilled()))
+        };
+        // An empty bucket: its size less one.
+        assert_eq!(
+            pace(40, 0, Duration::ZERO),
+            Some((39, Duration::from_millis(19_500), true))
+        );
+        // 31 held: 8 at once. Leaked since: 1.4 s at 2 a second is 2
+        // whole requests (never more), so 10.
+        assert_eq!(pace(40, 31, Duration::ZERO).map(|p| p.0), Some(8));
+        assert_eq!(
+            pace(40, 31, Duration::from_millis(1400)).map(|p| p.0),
+            Some(10)
+        );
+        assert_eq!(
+            pace(40, 31, Duration::from_secs(3600)).map(|p| p.0),
+            Some(39)
+        );
+        // Full, or over: one at a time.
+        assert_eq!(pace(40, 40, Duration::ZERO).map(|p| p.0), Some(1));
+        assert_eq!(pace(40, 41, Duration::ZERO).map(|p| p.0), Some(1));
+        assert_eq!(pace(1, 0, Duration::ZERO).map(|p| p.0), Some(1));
         // A rate that does not divide a nanosecond: the span rounds up.
         let three = LeakyBucket { per_second: 3 };
-        let q = three.quota(2).map(|q| q.per());
-        assert_eq!(q, Some(Duration::from_nanos(333_333_334)));
-        // A bucket of one still goes, one at a time.
-        assert_eq!(two.quota(1).map(|q| q.count()), Some(1));
-        // Any size the header can state gives a usable quota.
+        let q = three.quota(3, 0, Duration::ZERO).map(|q| q.per());
+        assert_eq!(q, Some(Duration::from_nanos(666_666_667)));
+        // Any size and time the header and clock can give: a usable quota.
         for size in [u64::MAX, u64::from(u32::MAX) + 7, 1 << 40] {
-            let q = LeakyBucket { per_second: 1 }.quota(size);
-            assert!(q.is_some_and(|q| q.per() <= Quota::LONGEST_SPAN), "{size}");
+            for rate in [1, u32::MAX] {
+                let q = LeakyBucket { per_second: rate }.quota(size, 3, Duration::MAX);
+                assert!(q.is_some_and(|q| q.per() <= Quota::LONGEST_SPAN), "{size}");
+            }
         }
-        assert_eq!(LeakyBucket { per_second: 0 }.quota(40), None);
+        assert_eq!(
+            LeakyBucket { per_second: 0 }.quota(40, 0, Duration::ZERO),
+            None
+        );
     }
 }

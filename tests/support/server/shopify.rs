@@ -18,6 +18,10 @@
 //!   is the value written (scaled-down runs write `0.2`; a variant writes
 //!   more decimals).
 //!
+//! Another client of the same app and store may have filled the bucket
+//! before ([`ShopifyConfig::level`]) or add to it all along
+//! ([`ShopifyConfig::other`]).
+//!
 //! The time a `429` names is a throttle: the figures count the requests
 //! that arrive inside one ([`ShopifyState::inside_throttles`]). Every
 //! request is recorded in an [`Arrivals`] log on the server's clock, and
@@ -43,6 +47,10 @@ pub struct ShopifyConfig {
     /// The bucket's level when the first request arrives (another client
     /// of the same app and store filled it): 0, an empty bucket.
     pub level: u32,
+    /// Requests a second another client of the same app and store adds
+    /// to the bucket from the first request on (admitted while there is
+    /// room; it spends part of the leak): 0, none.
+    pub other: u32,
 }
 
 impl ShopifyConfig {
@@ -53,6 +61,7 @@ impl ShopifyConfig {
         leak: 2,
         retry_after: "2.0",
         level: 0,
+        other: 0,
     };
 
     /// The standard plan's bucket with its times scaled down `factor`
@@ -110,8 +119,10 @@ impl ShopifyState {
     /// Judges a request arriving `now`.
     fn judge(&mut self, config: ShopifyConfig, now: Instant) -> ShopifyAnswer {
         if let Some(then) = self.leaked {
-            let leak = now.saturating_duration_since(then).as_secs_f64() * f64::from(config.leak);
-            self.level = (self.level - leak).max(0.0);
+            let elapsed = now.saturating_duration_since(then).as_secs_f64();
+            let other = elapsed * f64::from(config.other);
+            let leak = elapsed * f64::from(config.leak);
+            self.level = (self.level + other - leak).clamp(0.0, f64::from(config.size));
         }
         self.leaked = Some(now);
         if self.level + 1.0 > f64::from(config.size) {
