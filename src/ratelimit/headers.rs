@@ -399,7 +399,11 @@ impl RateLimitHeaders {
     /// optionally paired with the header that counts what is left. A reset
     /// without a count is read as a bare delay (like `retry-after-ms`); a
     /// vendor header sent on more than one field line is ignored. Such a
-    /// limit counts requests and states no quota.
+    /// limit counts requests and states no quota. Declared for
+    /// `retry-after` itself, it is the vendor's format of that header: a
+    /// value the strict [`Hint`](crate::Hint) parser refuses and this
+    /// format reads is the server's `Retry-After` all the same, not an
+    /// `invalid_retry_after` stop (as under [`shopify`](Self::shopify)).
     #[must_use]
     pub fn reset_header(
         mut self,

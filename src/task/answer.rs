@@ -160,12 +160,14 @@ impl<S: Store> Task<'_, S> {
         let status = response.status();
         let answered = answered_by(&self.origin, response.url());
         let headers = response.headers();
+        let server_now = server_date(headers).unwrap_or(received_at);
         let hint = match Hint::from_headers(headers) {
             // A vendor's documented format these headers read (Shopify's
-            // `2.0`): its time is the rate-limit reset read from it.
-            Hint::Invalid(_) if policy.rate_limit_headers.reads_retry_after(headers) => {
-                Hint::Missing
-            }
+            // `2.0`), as its upper bound.
+            Hint::Invalid(invalid) => policy
+                .rate_limit_headers
+                .vendor_retry_after(headers, server_now)
+                .map_or(Hint::Invalid(invalid), Hint::Delay),
             hint => hint,
         };
         let pushback = Pushback {
@@ -174,13 +176,7 @@ impl<S: Store> Task<'_, S> {
             // The retry passes this origin's gate, not that of a
             // redirect's target.
             gated: matches!(answered, Cow::Borrowed(_)),
-            ..Pushback::from_response(
-                status,
-                hint,
-                server_date(headers).unwrap_or(received_at),
-                received_at,
-                rate_limit.retry_in(),
-            )
+            ..Pushback::from_response(status, hint, server_now, received_at, rate_limit.retry_in())
         };
         self.retry_at = pushback.retry_at();
         let now = Instant::now();

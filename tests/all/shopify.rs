@@ -26,6 +26,7 @@ use crate::server::shopify::{ShopifyAnswer, ShopifyConfig, ShopifyServer, Shopif
 use crate::server::tap::{Heard, Tap};
 
 mod hold;
+mod retry_after;
 
 /// Reads sent at once.
 const CALLS: usize = 204;

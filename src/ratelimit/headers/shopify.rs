@@ -211,23 +211,25 @@ impl RateLimitHeaders {
         self.bucket
     }
 
-    /// Whether a `Retry-After` the strict parser refuses is read by a
-    /// format these headers declare for it (Shopify's `2.0`): a vendor's
-    /// documented format, not garbage. Exactly one field line, as for the
-    /// strict parser.
-    pub(crate) fn reads_retry_after(&self, headers: &HeaderMap) -> bool {
-        let Some(value) = single(headers, &RETRY_AFTER).and_then(|v| std::str::from_utf8(v).ok())
-        else {
-            return false;
-        };
-        self.limits.iter().any(|spec| {
-            spec.resets.iter().any(|(name, format)| {
-                // Whether it parses does not depend on the time measured
-                // from.
-                *name == RETRY_AFTER
-                    && super::parse_reset(value, *format, SystemTime::UNIX_EPOCH).is_some()
+    /// A `Retry-After` the strict parser refuses, read in a format these
+    /// headers declare for it (Shopify's `2.0`: a vendor's documented
+    /// format, not garbage), as the delay from `server_now` to its upper
+    /// bound (see [`read`](Self::read)). Exactly one field line, as for the
+    /// strict parser; `None` when no declared format reads it.
+    pub(crate) fn vendor_retry_after(
+        &self,
+        headers: &HeaderMap,
+        server_now: SystemTime,
+    ) -> Option<Duration> {
+        let value = std::str::from_utf8(single(headers, &RETRY_AFTER)?).ok()?;
+        self.limits
+            .iter()
+            .flat_map(|spec| &spec.resets)
+            .filter(|(name, _)| *name == RETRY_AFTER)
+            .find_map(|(_, format)| {
+                let delay = super::parse_reset(value, *format, server_now)?;
+                Some(delay.saturating_add(super::last_digit(value, *format)))
             })
-        })
     }
 }
 
@@ -278,12 +280,16 @@ mod tests {
             }
             h
         };
+        let now = SystemTime::UNIX_EPOCH;
         let shopify = RateLimitHeaders::shopify();
-        for read in [&["2.0"][..], &["2.000"], &["2"], &[" 0.5 "]] {
-            assert!(shopify.reads_retry_after(&answer(read)), "{read:?}");
-        }
+        let read = |values| shopify.vendor_retry_after(&answer(values), now);
+        // Its upper bound: one unit of its last digit later.
+        assert_eq!(read(&["2.0"]), Some(Duration::from_millis(2100)));
+        assert_eq!(read(&["2.000"]), Some(Duration::from_millis(2001)));
+        assert_eq!(read(&[" 0.5 "]), Some(Duration::from_millis(600)));
+        assert_eq!(read(&["2"]), Some(Duration::from_secs(2)));
         for refused in [&["soon"][..], &["2.0", "2.0"], &["-2.0"], &["2e0"], &[]] {
-            assert!(!shopify.reads_retry_after(&answer(refused)), "{refused:?}");
+            assert_eq!(read(refused), None, "{refused:?}");
         }
         // Everywhere else, the strict parser alone reads it.
         for other in [
@@ -292,12 +298,12 @@ mod tests {
             RateLimitHeaders::openai(),
             RateLimitHeaders::none(),
         ] {
-            assert!(!other.reads_retry_after(&answer(&["2.0"])));
+            assert_eq!(other.vendor_retry_after(&answer(&["2.0"]), now), None);
         }
-        assert!(
-            RateLimitHeaders::ietf()
-                .and(shopify)
-                .reads_retry_after(&answer(&["2.0"]))
+        let both = RateLimitHeaders::ietf().and(shopify.clone());
+        assert_eq!(
+            both.vendor_retry_after(&answer(&["2.0"]), now),
+            Some(Duration::from_millis(2100))
         );
     }
 
