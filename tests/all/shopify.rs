@@ -199,6 +199,25 @@ async fn the_preset_reads_the_bucket_within_five_percent_of_its_best() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_preset_as_it_is_against_the_standard_plan_unscaled() {
+    // `Policy::shopify()` as a user writes it, against the documented
+    // standard plan at its own speed (a bucket of 40 leaking 2 a
+    // second): 50 reads, 40 at once, then one per half second. The
+    // headroom and the first answer cost one leak of the ideal 5 s.
+    let config = ShopifyConfig::STANDARD;
+    let (answers, s, tap) = read_all(config, Policy::shopify(), 50).await;
+    figures("shopify() unscaled", config, &answers, &s, &tap);
+    assert!(answers.iter().all(|a| *a == (200, None)), "{answers:?}");
+    assert_eq!(s.count(ShopifyAnswer::Throttled), 0);
+    let last = s.last_ok().expect("a last read");
+    let best = ideal(config, 50) + Duration::from_millis(500);
+    assert!(
+        last.as_secs_f64() <= best.as_secs_f64() * 1.05,
+        "last read at {last:?}, ideal and a leak {best:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_preset_reads_a_plus_bucket_and_a_longer_retry_after() {
     // A Plus store's bucket of 80 (Shopify's docs have stated 80 and
     // larger ones), leaking 40 a second (Plus's 20, scaled down twice),

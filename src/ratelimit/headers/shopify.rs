@@ -315,6 +315,11 @@ mod tests {
         assert_eq!(one.leaky_bucket(), Some(LeakyBucket { per_second: 20 }));
         assert_eq!(RateLimitHeaders::ietf().leaky_bucket(), None);
         assert!(!RateLimitHeaders::shopify().is_empty());
+        // No scopes: one bucket per app and store, the origin's.
+        assert_eq!(
+            RateLimitHeaders::shopify().scoping(),
+            super::super::Scoping::default()
+        );
     }
 
     #[test]
