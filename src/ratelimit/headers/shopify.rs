@@ -357,7 +357,10 @@ mod tests {
         for size in [u64::MAX, u64::from(u32::MAX) + 7, 1 << 40] {
             for rate in [1, u32::MAX] {
                 let q = LeakyBucket { per_second: rate }.quota(size, 3, Duration::MAX);
-                assert!(q.is_some_and(|q| q.per() <= Quota::LONGEST_SPAN), "{size}");
+                assert!(
+                    q.is_some_and(|q| q.per() <= Quota::LONGEST_SPAN && !q.per().is_zero()),
+                    "{size}"
+                );
             }
         }
         assert_eq!(

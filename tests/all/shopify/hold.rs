@@ -3,7 +3,7 @@
 //! still holds the origin for a hold of our own, as a bare `429` does: the
 //! other tasks do not send into it.
 //!
-//! Thirty reads, one every 25 ms, to a server that answers the fifth
+//! Fourteen reads, one every 25 ms, to a server that answers the fifth
 //! request it sees `429` and every other `200`. The origin has pushed
 //! back nothing before, so the hold is a whole second
 //! (`tuning.rs`'s `silent_hold`). Times are the server's; the client's
@@ -22,7 +22,7 @@ use crate::server::Arrivals;
 use crate::server::tap::{Heard, Tap};
 
 /// Reads, one every [`EVERY`].
-const READS: usize = 30;
+const READS: usize = 14;
 const EVERY: Duration = Duration::from_millis(25);
 /// Which arrival is answered `429` (0-based).
 const THROTTLED: usize = 4;
