@@ -78,6 +78,13 @@ impl Cost {
         Cost(units)
     }
 
+    /// An LLM message's tokens: `input` (its prompt, counted before the
+    /// send) and `max_output` (its `max_tokens`, the most it may produce).
+    #[must_use]
+    pub const fn tokens(input: u64, max_output: u64) -> Self {
+        Cost(input.saturating_add(max_output))
+    }
+
     /// The units it spends.
     #[must_use]
     pub const fn units(&self) -> u64 {
