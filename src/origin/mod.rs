@@ -305,6 +305,19 @@ impl OriginState {
         within: Within,
         cost: u64,
     ) -> Admission {
+        self.admit_cost(cfg, now, within, crate::Cost::new(cost))
+    }
+
+    /// [`admit_within`](Self::admit_within) for a request's
+    /// [`Cost`](crate::Cost): the part of it the origin's token quota
+    /// counts (see [`Cost::tokens`](crate::Cost::tokens)) is reserved.
+    pub fn admit_cost(
+        &mut self,
+        cfg: PacingConfig,
+        now: Duration,
+        within: Within,
+        cost: crate::Cost,
+    ) -> Admission {
         let latest = within.server;
         self.last_seen = now;
         if !cfg.gate {
@@ -349,6 +362,7 @@ impl OriginState {
             }
         };
         let go = if quota_probe { Admission::Reopened } else { go };
+        let declared_cost = self.tokens.part(cost) > 0;
         let cost = self.tokens.cost(cost);
         if let Some(declared) = cfg.declared_units {
             self.tokens.declared(now, declared);
@@ -396,7 +410,7 @@ impl OriginState {
             Admission::SlotReserved(_, r) => r.slot,
             _ => now,
         };
-        self.tokens.spend(leaves, cost);
+        self.tokens.spend(leaves, cost, declared_cost);
         admission
     }
 

@@ -30,10 +30,28 @@ pub(super) struct Tokens {
     /// The window of a declared quota spending now, none stated (zero:
     /// none): each spend moves its end to a window after it.
     pub(super) declared: Duration,
+    /// The stated limit is a bucket refilled continuously, its reset the
+    /// time it is full (Anthropic's): `quota.left` is its level at `at`,
+    /// `quota.until` when it is full again.
+    pub(super) bucket: bool,
+    /// The stated limit counts a message's input tokens only.
+    pub(super) input_only: bool,
+    /// A bucket's time to refill from empty, at most (zero: unknown): the
+    /// shortest of the bounds its statements gave.
+    pub(super) period: Duration,
+    /// When `quota.left` was a bucket's level.
+    pub(super) at: Duration,
+    /// Declared costs spent and not yet answered (a bucket's statement
+    /// does not count them yet).
+    pub(super) in_flight: u64,
+    /// When the last statement was received, and its count (in `high`):
+    /// a bucket's mean cost is learned from how the count fell between
+    /// statements, its refill added back.
+    pub(super) stated_at: Duration,
 }
 
 /// What one answer stated of a cost quota.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Statement {
     /// Units left in the current window.
     pub remaining: u64,
@@ -42,12 +60,87 @@ pub struct Statement {
     pub reset_in: Duration,
     /// The quota's size per window, when stated.
     pub limit: Option<u64>,
+    /// The limit is a bucket refilled continuously, and `reset_in` is
+    /// when it is full (Anthropic's).
+    pub bucket: bool,
+    /// How far `remaining` may be from the true count either way.
+    pub slack: u64,
+    /// The limit counts a message's input tokens only.
+    pub input_only: bool,
+    /// What the answered request declared of this limit (its
+    /// [`Cost`](crate::Cost)'s part the limit counts; 0: none).
+    pub spent: u64,
 }
 
 impl Tokens {
-    /// What a request declaring `cost` (0: none) spends.
-    pub(super) fn cost(&self, cost: u64) -> u64 {
-        if cost > 0 { cost } else { self.mean }
+    /// What a request declaring `cost` spends: the part the stated limit
+    /// counts (a limit of input tokens, the input; else all of it), or
+    /// the mean learned when it declared none.
+    pub(super) fn cost(&self, cost: crate::Cost) -> u64 {
+        let units = self.part(cost);
+        if units > 0 { units } else { self.mean }
+    }
+
+    /// The part of `cost` the stated limit counts (0: none declared).
+    pub(super) fn part(&self, cost: crate::Cost) -> u64 {
+        if self.input_only {
+            cost.input()
+        } else {
+            cost.units()
+        }
+    }
+
+    /// Whether a stated bucket governs, refilling at a known rate.
+    pub(super) fn refills(&self) -> bool {
+        self.bucket && !self.period.is_zero() && self.quota.limit > 0 && self.declared.is_zero()
+    }
+
+    /// What is left at `now`: a bucket's level, refilled since `at`; else
+    /// the quota's count.
+    pub(super) fn level(&self, now: Duration) -> u64 {
+        let q = &self.quota;
+        if !self.refills() {
+            return q.left;
+        }
+        let refilled = now.saturating_sub(self.at).as_nanos() * u128::from(q.limit)
+            / self.period.as_nanos();
+        q.left
+            .saturating_add(u64::try_from(refilled).unwrap_or(u64::MAX))
+            .min(q.limit)
+    }
+
+    /// How long a bucket takes to refill `units`, rounded up.
+    fn refill(&self, units: u64) -> Duration {
+        let nanos = (self.period.as_nanos() * u128::from(units))
+            .div_ceil(u128::from(self.quota.limit.max(1)));
+        Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+    }
+
+    /// A bucket's level brought to `t` (never back in time); when it is
+    /// full again follows.
+    fn settle(&mut self, t: Duration) {
+        let t = t.max(self.at);
+        self.quota.left = self.level(t);
+        self.at = t;
+        self.quota.until = t.saturating_add(self.refill(self.quota.limit - self.quota.left));
+    }
+
+    /// A bucket's check: spends when its level at `now` holds `cost` (or it
+    /// is full, for a request costlier than it), else held until the
+    /// refill brings it there, at the slowest rate its statements allow.
+    fn check_bucket(&mut self, now: Duration, within: Within, cost: u64) -> Check {
+        let level = self.level(now);
+        let q = &mut self.quota;
+        if level >= cost || level >= q.limit {
+            q.announced = false;
+            return Check::Spends;
+        }
+        let wait = self.refill(cost.min(self.quota.limit) - level);
+        if wait > within.server {
+            return Check::TooLate(wait);
+        }
+        let first = !std::mem::replace(&mut self.quota.announced, true);
+        Check::Held { wait, first }
     }
 
     /// A task asks at `now` to spend `cost` and accepts to wait `within`.
@@ -64,6 +157,9 @@ impl Tokens {
         max_gate: Duration,
         cost: u64,
     ) -> Check {
+        if cost > 0 && self.refills() {
+            return self.check_bucket(now, within, cost);
+        }
         let q = &mut self.quota;
         let until = q.until;
         q.renew(now);
@@ -135,7 +231,16 @@ impl Tokens {
     }
 
     /// An admitted task spends `cost`, its request leaving at `at`.
-    pub(super) fn spend(&mut self, at: Duration, cost: u64) {
+    pub(super) fn spend(&mut self, at: Duration, cost: u64, declared: bool) {
+        if declared {
+            self.in_flight = self.in_flight.saturating_add(cost);
+        }
+        if self.refills() {
+            self.settle(at);
+            self.quota.left = self.quota.left.saturating_sub(cost);
+            self.settle(self.at);
+            return;
+        }
         self.quota.left = self.quota.left.saturating_sub(cost);
         if cost > 0 && !self.declared.is_zero() {
             self.quota.until = self.quota.until.max(at.saturating_add(self.declared));
@@ -145,6 +250,13 @@ impl Tokens {
     /// `cost` spent by a task that did not send comes back (within the
     /// window it was spent in).
     pub(super) fn refund(&mut self, now: Duration, cost: u64) {
+        self.in_flight = self.in_flight.saturating_sub(cost);
+        if self.refills() {
+            self.settle(now);
+            self.quota.left = self.quota.left.saturating_add(cost).min(self.quota.limit);
+            self.settle(self.at);
+            return;
+        }
         let q = &mut self.quota;
         if q.until > now {
             q.left = q.left.saturating_add(cost);
@@ -159,6 +271,9 @@ impl Tokens {
     /// average). The quota, which renews at its reset, then governs: the
     /// rejection teaches the pace nothing.
     pub(super) fn explains_rejection(&self, now: Duration) -> bool {
+        if self.refills() {
+            return self.level(now) < self.mean.max(1);
+        }
         let q = &self.quota;
         q.renews() && q.until > now && q.left < self.mean.max(1)
     }
@@ -168,6 +283,13 @@ impl Tokens {
     /// server's statement governs (over a declaration).
     pub(super) fn on_stated(&mut self, now: Duration, sent: Duration, st: Statement) {
         self.declared = Duration::ZERO;
+        self.in_flight = self.in_flight.saturating_sub(st.spent);
+        self.input_only = st.input_only;
+        self.bucket = st.bucket;
+        if let (true, Some(limit)) = (st.bucket, st.limit.filter(|&l| l > 0)) {
+            self.on_bucket(now, st, limit);
+            return;
+        }
         let until = now.saturating_add(st.reset_in);
         let same = self.quota.until > now
             && until.abs_diff(self.quota.until) < super::tuning::TUNING.same_window;
@@ -199,5 +321,68 @@ impl Tokens {
             window: None,
         });
         let _ = self.quota.on_stated(now, sent, st.remaining, until, size);
+    }
+
+    /// A bucket's statement at `now`: `st.remaining` left (within
+    /// `st.slack`), full in `st.reset_in`, `limit` in all.
+    ///
+    /// - Its refill: it fills the `limit - remaining` it lacks in
+    ///   `reset_in`, so it refills from empty in at most
+    ///   `reset_in × limit / (limit - remaining - slack)` (a `reset_in`
+    ///   measured from a `Date` in whole seconds is only longer); the
+    ///   shortest such bound is kept.
+    /// - Its level: the count less its slack, less the declared costs
+    ///   spent since that the server has not counted yet (the reservation
+    ///   of `max_tokens` reconciled: the server counts what was used).
+    ///   With no cost declared, the smaller of that and the level kept.
+    /// - The mean cost per request: how far the count fell since the last
+    ///   statement, its refill meanwhile added back, averaged.
+    fn on_bucket(&mut self, now: Duration, st: Statement, limit: u64) {
+        self.quota.limit = limit;
+        let high = st.remaining.saturating_add(st.slack);
+        if limit > high {
+            let bound = st.reset_in.mul_f64(limit as f64 / (limit - high) as f64);
+            if self.period.is_zero() || bound < self.period {
+                self.period = bound;
+            }
+        }
+        self.quota.window = self.period;
+        if !self.period.is_zero() {
+            if self.seen == 0 {
+                if self.mean == 0 {
+                    self.mean = limit.saturating_sub(st.remaining);
+                }
+            } else {
+                let refilled = now.saturating_sub(self.stated_at).as_nanos() * u128::from(limit)
+                    / self.period.as_nanos();
+                let expected = self
+                    .high
+                    .saturating_add(u64::try_from(refilled).unwrap_or(u64::MAX))
+                    .min(limit);
+                let fall = expected.saturating_sub(st.remaining);
+                let n = u64::from(self.seen.min(16));
+                self.mean = (self.mean * n + fall) / (n + 1);
+            }
+            self.seen = self.seen.saturating_add(1);
+        }
+        (self.high, self.stated_at) = (st.remaining, now);
+        let stated = st
+            .remaining
+            .saturating_sub(st.slack)
+            .saturating_sub(self.in_flight);
+        let kept = self.level(now);
+        self.quota.left = if st.spent > 0 || self.in_flight > 0 || !self.refills() {
+            stated
+        } else {
+            stated.min(kept)
+        };
+        self.at = now;
+        self.quota.until = now.saturating_add(st.reset_in);
+        if self.refills() {
+            self.settle(now);
+        }
+        self.quota.guessed = false;
+        self.quota.stated_spent = false;
+        self.quota.announced = false;
     }
 }

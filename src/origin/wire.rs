@@ -36,7 +36,7 @@ impl OriginState {
         let maybe =
             |t: Option<Duration>| t.map_or_else(|| "-".to_owned(), |t| nanos(t).to_string());
         format!(
-            "o15 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+            "o16 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
             nanos(gate.until),
             nanos(gate.span),
             nanos(gate.server_until),
@@ -102,6 +102,12 @@ impl OriginState {
             self.recent.rejected,
             self.recent.seen,
             nanos(gate.paused_until),
+            u8::from(tokens.bucket),
+            u8::from(tokens.input_only),
+            nanos(tokens.period),
+            nanos(tokens.at),
+            tokens.in_flight,
+            nanos(tokens.stated_at),
         )
     }
 
@@ -111,7 +117,7 @@ impl OriginState {
     pub fn decode(s: &str) -> Option<Self> {
         let f: Vec<&str> = s.split(' ').collect();
         let [
-            "o15",
+            "o16",
             gate,
             span,
             server,
@@ -169,6 +175,12 @@ impl OriginState {
             recent_rejected,
             recent_seen,
             paused_until,
+            tokens_bucket,
+            tokens_input_only,
+            tokens_period,
+            tokens_at,
+            tokens_in_flight,
+            tokens_stated_at,
         ] = f.as_slice()
         else {
             return None;
@@ -244,6 +256,12 @@ impl OriginState {
                 low: tokens_low.parse().ok()?,
                 seen: tokens_seen.parse().ok()?,
                 declared: time(tokens_declared)?,
+                bucket: flag(tokens_bucket)?,
+                input_only: flag(tokens_input_only)?,
+                period: time(tokens_period)?,
+                at: time(tokens_at)?,
+                in_flight: tokens_in_flight.parse().ok()?,
+                stated_at: time(tokens_stated_at)?,
             },
             pace: Pace {
                 mode,

@@ -13,6 +13,9 @@ pub(crate) enum Unit {
     Requests,
     /// Tokens in a window (OpenAI's and Anthropic's token limits).
     Tokens,
+    /// A message's input tokens only (Anthropic's input-token limit): a
+    /// [`Cost`](crate::Cost) spends its input part from it.
+    InputTokens,
     /// Requests in flight at once (IETF `qu="concurrent-requests"`): its
     /// count is not a window's, its quota is a concurrency cap.
     Concurrent,
@@ -33,6 +36,12 @@ pub(crate) struct Limit {
     /// The window the quota is for.
     pub(crate) window: Option<Duration>,
     pub(crate) unit: Unit,
+    /// A bucket refilled continuously, its reset the time it is full
+    /// again (Anthropic's): what is left comes back progressively.
+    pub(crate) bucket: bool,
+    /// How far the stated count may be from the true one either way (a
+    /// count rounded to the nearest thousand: 500).
+    pub(crate) slack: u64,
 }
 
 impl Limit {
@@ -115,6 +124,9 @@ pub struct TokenLimit {
     remaining: u64,
     reset: Option<Duration>,
     limit: Option<u64>,
+    bucket: bool,
+    slack: u64,
+    input_only: bool,
 }
 
 impl TokenLimit {
@@ -135,6 +147,30 @@ impl TokenLimit {
     #[must_use]
     pub fn limit(&self) -> Option<u64> {
         self.limit
+    }
+
+    /// Whether it is a bucket refilled continuously, whose
+    /// [`reset`](Self::reset) is when it is full again (Anthropic's), not
+    /// when a window opens.
+    #[must_use]
+    pub fn is_bucket(&self) -> bool {
+        self.bucket
+    }
+
+    /// How far [`remaining`](Self::remaining) may be from the true count
+    /// either way (Anthropic rounds its token counts to the nearest
+    /// thousand: 500); 0 when exact.
+    #[must_use]
+    pub fn slack(&self) -> u64 {
+        self.slack
+    }
+
+    /// Whether it counts a message's input tokens only (Anthropic's
+    /// input-token limit), so a [`Cost`](crate::Cost) spends its
+    /// [`input`](crate::Cost::input) part from it.
+    #[must_use]
+    pub fn counts_input_only(&self) -> bool {
+        self.input_only
     }
 }
 
@@ -359,9 +395,38 @@ impl Fold {
             quota,
             window,
             unit,
+            bucket,
+            slack,
         } = limit;
+        let input_only = unit == Unit::InputTokens;
+        if matches!(unit, Unit::Tokens | Unit::InputTokens)
+            && let Some(count) = remaining
+        {
+            let candidate = TokenLimit {
+                remaining: count,
+                reset,
+                limit: quota,
+                bucket,
+                slack,
+                input_only,
+            };
+            // The input-token limit, when stated, is the one a cost is
+            // spent from (Anthropic's combined count is the tighter of
+            // input and output); else the tightest.
+            let key = |t: &TokenLimit| (!t.input_only, t.remaining, Reverse(t.reset));
+            self.tokens = match self.tokens {
+                Some(t) if key(&t) <= key(&candidate) => Some(t),
+                _ => Some(candidate),
+            };
+        }
+        if bucket && unit != Unit::Requests {
+            // A bucket of tokens is a cost quota only: a count of 0 there
+            // is a wait for the next request's tokens, not the whole
+            // refill its reset names.
+            return;
+        }
         match unit {
-            Unit::Requests | Unit::Tokens => {}
+            Unit::Requests | Unit::Tokens | Unit::InputTokens => {}
             Unit::Concurrent => {
                 if let Some(cap) = quota {
                     self.concurrency(cap);
@@ -379,17 +444,6 @@ impl Fold {
             }
         }
         self.latest_reset = self.latest_reset.max(reset);
-        if let (Unit::Tokens, Some(count)) = (unit, remaining) {
-            let candidate = TokenLimit {
-                remaining: count,
-                reset,
-                limit: quota,
-            };
-            self.tokens = match self.tokens {
-                Some(t) if (t.remaining, Reverse(t.reset)) <= (count, Reverse(reset)) => Some(t),
-                _ => Some(candidate),
-            };
-        }
         if let Some(count) = remaining {
             self.min = match self.min {
                 Some((min, min_reset)) if min < count => Some((min, min_reset)),
@@ -472,6 +526,7 @@ mod tests {
             quota,
             window: window.map(Duration::from_secs),
             unit,
+            ..Limit::default()
         }
     }
 

@@ -57,6 +57,14 @@ impl<S: Store> Task<'_, S> {
                 remaining: t.remaining(),
                 reset_in: t.reset()?,
                 limit: t.limit(),
+                bucket: t.is_bucket(),
+                slack: t.slack(),
+                input_only: t.counts_input_only(),
+                spent: if t.counts_input_only() {
+                    self.cost.input()
+                } else {
+                    self.cost.units()
+                },
             })
         });
         let outcome = match (rate_limit.remaining(), rate_limit.reset()) {

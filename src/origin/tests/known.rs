@@ -282,6 +282,7 @@ fn with_tokens(tokens: u64, limit: u64, sent_ago: Duration) -> Outcome {
             remaining: tokens,
             reset_in: ms(1000),
             limit: Some(limit),
+            ..Statement::default()
         }),
     }
 }
