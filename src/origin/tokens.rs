@@ -44,6 +44,9 @@ pub(super) struct Tokens {
     /// Declared costs spent and not yet answered (a bucket's statement
     /// does not count them yet).
     pub(super) in_flight: u64,
+    /// Requests that spent the mean (none declared) and are not yet
+    /// answered: the mean each, counted likewise.
+    pub(super) in_flight_requests: u32,
     /// When the last statement was received, and its count (in `high`):
     /// a bucket's mean cost is learned from how the count fell between
     /// statements, its refill added back.
@@ -234,6 +237,8 @@ impl Tokens {
     pub(super) fn spend(&mut self, at: Duration, cost: u64, declared: bool) {
         if declared {
             self.in_flight = self.in_flight.saturating_add(cost);
+        } else if cost > 0 {
+            self.in_flight_requests = self.in_flight_requests.saturating_add(1);
         }
         if self.refills() {
             self.settle(at);
@@ -250,7 +255,11 @@ impl Tokens {
     /// `cost` spent by a task that did not send comes back (within the
     /// window it was spent in).
     pub(super) fn refund(&mut self, now: Duration, cost: u64) {
-        self.in_flight = self.in_flight.saturating_sub(cost);
+        if self.in_flight >= cost {
+            self.in_flight -= cost;
+        } else {
+            self.in_flight_requests = self.in_flight_requests.saturating_sub(1);
+        }
         if self.refills() {
             self.settle(now);
             self.quota.left = self.quota.left.saturating_add(cost).min(self.quota.limit);
@@ -283,7 +292,11 @@ impl Tokens {
     /// server's statement governs (over a declaration).
     pub(super) fn on_stated(&mut self, now: Duration, sent: Duration, st: Statement) {
         self.declared = Duration::ZERO;
-        self.in_flight = self.in_flight.saturating_sub(st.spent);
+        if st.spent > 0 {
+            self.in_flight = self.in_flight.saturating_sub(st.spent);
+        } else {
+            self.in_flight_requests = self.in_flight_requests.saturating_sub(1);
+        }
         self.input_only = st.input_only;
         self.bucket = st.bucket;
         if let (true, Some(limit)) = (st.bucket, st.limit.filter(|&l| l > 0)) {
@@ -333,8 +346,8 @@ impl Tokens {
     ///   shortest such bound is kept.
     /// - Its level: the count less its slack, less the declared costs
     ///   spent since that the server has not counted yet (the reservation
-    ///   of `max_tokens` reconciled: the server counts what was used).
-    ///   With no cost declared, the smaller of that and the level kept.
+    ///   of `max_tokens` reconciled: the server counts what was used),
+    ///   the mean for each request that declared none.
     /// - The mean cost per request: how far the count fell since the last
     ///   statement, its refill meanwhile added back, averaged.
     fn on_bucket(&mut self, now: Duration, st: Statement, limit: u64) {
@@ -366,16 +379,13 @@ impl Tokens {
             self.seen = self.seen.saturating_add(1);
         }
         (self.high, self.stated_at) = (st.remaining, now);
-        let stated = st
+        let unanswered = self
+            .in_flight
+            .saturating_add(self.mean.saturating_mul(u64::from(self.in_flight_requests)));
+        self.quota.left = st
             .remaining
             .saturating_sub(st.slack)
-            .saturating_sub(self.in_flight);
-        let kept = self.level(now);
-        self.quota.left = if st.spent > 0 || self.in_flight > 0 || !self.refills() {
-            stated
-        } else {
-            stated.min(kept)
-        };
+            .saturating_sub(unanswered);
         self.at = now;
         self.quota.until = now.saturating_add(st.reset_in);
         if self.refills() {

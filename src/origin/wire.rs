@@ -36,7 +36,7 @@ impl OriginState {
         let maybe =
             |t: Option<Duration>| t.map_or_else(|| "-".to_owned(), |t| nanos(t).to_string());
         format!(
-            "o16 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+            "o16 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
             nanos(gate.until),
             nanos(gate.span),
             nanos(gate.server_until),
@@ -107,6 +107,7 @@ impl OriginState {
             nanos(tokens.period),
             nanos(tokens.at),
             tokens.in_flight,
+            tokens.in_flight_requests,
             nanos(tokens.stated_at),
         )
     }
@@ -180,6 +181,7 @@ impl OriginState {
             tokens_period,
             tokens_at,
             tokens_in_flight,
+            tokens_in_flight_requests,
             tokens_stated_at,
         ] = f.as_slice()
         else {
@@ -261,6 +263,7 @@ impl OriginState {
                 period: time(tokens_period)?,
                 at: time(tokens_at)?,
                 in_flight: tokens_in_flight.parse().ok()?,
+                in_flight_requests: tokens_in_flight_requests.parse().ok()?,
                 stated_at: time(tokens_stated_at)?,
             },
             pace: Pace {
