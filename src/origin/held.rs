@@ -91,7 +91,8 @@ mod tests {
         let cfg = declared_units();
         let t0 = Duration::from_secs(5);
         let mut state = OriginState::new(t0);
-        let (admission, spent) = state.admit_spending(cfg, t0, Within::both(LATEST), crate::Cost::new(60));
+        let (admission, spent) =
+            state.admit_spending(cfg, t0, Within::both(LATEST), crate::Cost::new(60));
         assert_eq!(admission, Admission::Now);
         let held = spent.expect("spent");
         assert_eq!((held.quota, held.cost), (false, 60));
@@ -103,7 +104,9 @@ mod tests {
         let t1 = t0 + Duration::from_millis(500);
         state.give_back(t1, spent.expect("spent"));
         assert_eq!(
-            state.admit_spending(cfg, t1, Within::both(LATEST), crate::Cost::new(60)).0,
+            state
+                .admit_spending(cfg, t1, Within::both(LATEST), crate::Cost::new(60))
+                .0,
             Admission::Now
         );
     }
@@ -117,7 +120,11 @@ mod tests {
         let spent = spent.expect("spent");
         // The next window: 60 more spent, then the first 60 come back late.
         let mut t1 = t0 + Duration::from_secs(60);
-        while state.admit_spending(cfg, t1, Within::both(LATEST), crate::Cost::new(60)).0 != Admission::Now {
+        while state
+            .admit_spending(cfg, t1, Within::both(LATEST), crate::Cost::new(60))
+            .0
+            != Admission::Now
+        {
             t1 += Duration::from_millis(100);
             assert!(t1 < t0 + Duration::from_secs(180), "no next window");
         }
@@ -135,11 +142,15 @@ mod tests {
         let mut state = OriginState::new(t0);
         let cfg = PacingConfig::DEFAULT;
         assert_eq!(
-            state.admit_spending(cfg, t0, Within::both(LATEST), crate::Cost::new(60)).1,
+            state
+                .admit_spending(cfg, t0, Within::both(LATEST), crate::Cost::new(60))
+                .1,
             None
         );
         assert_eq!(
-            state.admit_spending(cfg, t0, Within::both(LATEST), crate::Cost::new(0)).1,
+            state
+                .admit_spending(cfg, t0, Within::both(LATEST), crate::Cost::new(0))
+                .1,
             None
         );
     }

@@ -105,8 +105,8 @@ impl Tokens {
         if !self.refills() {
             return q.left;
         }
-        let refilled = now.saturating_sub(self.at).as_nanos() * u128::from(q.limit)
-            / self.period.as_nanos();
+        let refilled =
+            now.saturating_sub(self.at).as_nanos() * u128::from(q.limit) / self.period.as_nanos();
         q.left
             .saturating_add(u64::try_from(refilled).unwrap_or(u64::MAX))
             .min(q.limit)

@@ -43,12 +43,19 @@ enum Declares {
 /// Sends the batch; each task's status (0: an error) and what the server
 /// counted.
 async fn batch(declares: Declares) -> (Vec<u16>, AnthropicState) {
-    let c = config();
+    batch_to(config(), declares).await
+}
+
+/// [`batch`] against a server of `c`.
+async fn batch_to(c: AnthropicConfig, declares: Declares) -> (Vec<u16>, AnthropicState) {
     let server = AnthropicServer::start(c).await;
     let mut policy = Policy::anthropic();
     if declares == Declares::Quotas {
         policy = policy
-            .quota(&server.uri, Quota::new(c.requests as u32, MINUTE).refilled())
+            .quota(
+                &server.uri,
+                Quota::new(c.requests as u32, MINUTE).refilled(),
+            )
             .quota(
                 &server.uri,
                 Quota::new(c.input_tokens as u32, MINUTE).units().refilled(),
@@ -87,8 +94,13 @@ async fn batch(declares: Declares) -> (Vec<u16>, AnthropicState) {
 
 /// Runs the batch, prints its figures, and returns span / ideal.
 async fn figure(declares: Declares) -> f64 {
-    let ideal = config().ideal(&messages(0x5eed_a17c, N));
-    let (statuses, seen) = batch(declares).await;
+    figure_of(config(), declares).await
+}
+
+/// [`figure`] against a server of `c`.
+async fn figure_of(c: AnthropicConfig, declares: Declares) -> f64 {
+    let ideal = c.ideal(&messages(0x5eed_a17c, N));
+    let (statuses, seen) = batch_to(c, declares).await;
     let span = seen.span().unwrap_or_default();
     let ratio = span.as_secs_f64() / ideal.as_secs_f64();
     println!(
@@ -122,4 +134,17 @@ async fn declared_quotas_are_never_slower_than_none() {
     let ratio = figure(Declares::Quotas).await;
     // Never slower than declaring nothing may be (its bound).
     assert!(ratio <= 1.25, "×{ratio:.2}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resets_in_whole_seconds_and_exact_counts() {
+    // The docs allow both: an RFC 3339 reset without a fraction (rounded
+    // up here: up to a second late), and counts that happen to be exact.
+    let c = AnthropicConfig {
+        reset_millis: false,
+        round: 1,
+        ..config()
+    };
+    let ratio = figure_of(c, Declares::Cost).await;
+    assert!(ratio <= 1.10, "×{ratio:.2}");
 }

@@ -472,7 +472,10 @@ fn anthropic_limits() {
     let h = read(&an, &spent);
     assert_eq!(h.remaining(), Some(49));
     assert!(!h.exhausted());
-    assert_eq!(h.tokens().map(|t| (t.remaining(), t.limit())), Some((0, Some(40_000))));
+    assert_eq!(
+        h.tokens().map(|t| (t.remaining(), t.limit())),
+        Some((0, Some(40_000)))
+    );
     // The request bucket spent: a wait for the next request's refill (a
     // 50th of the 1 s it takes to fill), not the whole refill.
     spent[1].1 = "0";

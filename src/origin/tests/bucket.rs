@@ -45,7 +45,10 @@ fn an_empty_bucket_gives_back_a_message_s_tokens_in_its_share_of_the_refill() {
     assert_eq!(ask(&mut o, ms(0), message), Admission::QuotaHeld(ms(1000)));
     assert!(goes(ask(&mut o, ms(1000), message)));
     // The next waits for its own share again.
-    assert_eq!(ask(&mut o, ms(1000), message), Admission::QuotaHeld(ms(1000)));
+    assert_eq!(
+        ask(&mut o, ms(1000), message),
+        Admission::QuotaHeld(ms(1000))
+    );
     // Half a minute later, half the bucket is back: 30 messages, not 60.
     let now = ms(31_000);
     let sent = (0..60).filter(|_| goes(ask(&mut o, now, message))).count();

@@ -134,7 +134,9 @@ impl Bucket {
 
     /// What it holds at `now`.
     fn level(&self, now: Instant) -> u64 {
-        let empty_for = self.full.map_or(Duration::ZERO, |f| f.saturating_duration_since(now));
+        let empty_for = self
+            .full
+            .map_or(Duration::ZERO, |f| f.saturating_duration_since(now));
         let missing =
             (empty_for.as_nanos() * u128::from(self.limit)).div_ceil(self.minute.as_nanos().max(1));
         self.limit
@@ -345,10 +347,26 @@ impl AnthropicState {
         limits.push(("tokens", tightest, c.round));
         for (name, bucket, round) in limits {
             let (limit, remaining, reset_at) = match name {
-                "requests" => ("anthropic-ratelimit-requests-limit", "anthropic-ratelimit-requests-remaining", "anthropic-ratelimit-requests-reset"),
-                "input-tokens" => ("anthropic-ratelimit-input-tokens-limit", "anthropic-ratelimit-input-tokens-remaining", "anthropic-ratelimit-input-tokens-reset"),
-                "output-tokens" => ("anthropic-ratelimit-output-tokens-limit", "anthropic-ratelimit-output-tokens-remaining", "anthropic-ratelimit-output-tokens-reset"),
-                _ => ("anthropic-ratelimit-tokens-limit", "anthropic-ratelimit-tokens-remaining", "anthropic-ratelimit-tokens-reset"),
+                "requests" => (
+                    "anthropic-ratelimit-requests-limit",
+                    "anthropic-ratelimit-requests-remaining",
+                    "anthropic-ratelimit-requests-reset",
+                ),
+                "input-tokens" => (
+                    "anthropic-ratelimit-input-tokens-limit",
+                    "anthropic-ratelimit-input-tokens-remaining",
+                    "anthropic-ratelimit-input-tokens-reset",
+                ),
+                "output-tokens" => (
+                    "anthropic-ratelimit-output-tokens-limit",
+                    "anthropic-ratelimit-output-tokens-remaining",
+                    "anthropic-ratelimit-output-tokens-reset",
+                ),
+                _ => (
+                    "anthropic-ratelimit-tokens-limit",
+                    "anthropic-ratelimit-tokens-remaining",
+                    "anthropic-ratelimit-tokens-reset",
+                ),
             };
             reply = reply
                 .header(limit, bucket.limit)
