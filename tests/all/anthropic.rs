@@ -40,13 +40,8 @@ enum Declares {
     Quotas,
 }
 
-/// Sends the batch; each task's status (0: an error) and what the server
-/// counted.
-async fn batch(declares: Declares) -> (Vec<u16>, AnthropicState) {
-    batch_to(config(), declares).await
-}
-
-/// [`batch`] against a server of `c`.
+/// Sends the batch to a server of `c`; each task's status (0: an
+/// error) and what the server counted.
 async fn batch_to(c: AnthropicConfig, declares: Declares) -> (Vec<u16>, AnthropicState) {
     let server = AnthropicServer::start(c).await;
     let mut policy = Policy::anthropic();
