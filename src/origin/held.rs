@@ -15,6 +15,8 @@ pub(crate) struct Spent {
     quota: bool,
     /// Cost units.
     cost: u64,
+    /// Output tokens.
+    output: u64,
     /// When the windows they were spent in opened (the stated quota's, the
     /// cost units'): given back in a later window, they would be spent
     /// twice there.
@@ -54,10 +56,14 @@ impl OriginState {
         let spent = Spent {
             quota: self.quota.left < quota.left,
             cost: tokens.level(now).saturating_sub(self.tokens.level(now)),
+            output: before
+                .output
+                .level(now)
+                .saturating_sub(self.output.level(now)),
             quota_opened: self.quota.opened,
             cost_opened: self.tokens.quota.opened,
         };
-        (spent.quota || spent.cost > 0).then_some(spent)
+        (spent.quota || spent.cost > 0 || spent.output > 0).then_some(spent)
     }
 
     /// A task that was admitted to send at once gives back, at `now`, what
@@ -69,6 +75,7 @@ impl OriginState {
         if self.tokens.quota.opened == spent.cost_opened {
             self.tokens.refund(now, spent.cost);
         }
+        self.output.refund(now, spent.output);
     }
 }
 

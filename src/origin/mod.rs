@@ -61,8 +61,8 @@ use period::Period;
 use quota::{Check, Quota};
 use recent::Recent;
 pub use status::{OriginStatus, PaceKind};
-pub use tokens::Statement;
 use tokens::Tokens;
+pub use tokens::{OutputStatement, Statement};
 use tuning::TUNING;
 
 /// An origin whose gate is open, whose queue is empty and that nobody used
@@ -174,6 +174,9 @@ pub struct OriginState {
     quota: Quota,
     /// The quota in cost units (tokens).
     tokens: Tokens,
+    /// A bucket of output tokens apart, when stated (Anthropic's): a
+    /// declared cost's output part is reserved from it.
+    output: Tokens,
     pace: Pace,
     period: Period,
     /// Which of its last answers were rejections.
@@ -192,6 +195,7 @@ impl OriginState {
             gate: Gate::default(),
             quota: Quota::default(),
             tokens: Tokens::default(),
+            output: Tokens::default(),
             pace: Pace::new(now),
             period: Period::new(now),
             recent: Recent::default(),
@@ -362,6 +366,7 @@ impl OriginState {
             }
         };
         let go = if quota_probe { Admission::Reopened } else { go };
+        let cost_of = cost;
         let declared_cost = self.tokens.part(cost) > 0;
         let cost = self.tokens.cost(cost);
         if let Some(declared) = cfg.declared_units {
@@ -370,6 +375,16 @@ impl OriginState {
         let cost = match self.tokens.check(now, within, cfg.max_gate, cost) {
             Check::Free => 0,
             Check::Spends | Check::Probe => cost,
+            Check::Held { wait, first: true } => return Admission::QuotaHeld(wait),
+            Check::Held { wait, first: false } => return Admission::GateClosed(wait),
+            Check::TooLate(wait) => return self.refuse(now, wait),
+        };
+        let output = match self
+            .output
+            .check(now, within, cfg.max_gate, cost_of.output())
+        {
+            Check::Spends => cost_of.output(),
+            Check::Free | Check::Probe => 0,
             Check::Held { wait, first: true } => return Admission::QuotaHeld(wait),
             Check::Held { wait, first: false } => return Admission::GateClosed(wait),
             Check::TooLate(wait) => return self.refuse(now, wait),
@@ -395,6 +410,7 @@ impl OriginState {
                     slot,
                     quota,
                     cost,
+                    output,
                     queue: self.pace.queue,
                 },
             ),
@@ -411,6 +427,7 @@ impl OriginState {
             _ => now,
         };
         self.tokens.spend(leaves, cost, declared_cost);
+        self.output.spend(leaves, output, output > 0);
         admission
     }
 
@@ -517,6 +534,7 @@ impl OriginState {
             self.quota.refund(now);
         }
         self.tokens.refund(now, reservation.cost);
+        self.output.refund(now, reservation.output);
         if reservation.queue == self.pace.queue {
             self.pace.release(now, reservation.slot);
         }

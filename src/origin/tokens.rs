@@ -73,6 +73,40 @@ pub struct Statement {
     /// What the answered request declared of this limit (its
     /// [`Cost`](crate::Cost)'s part the limit counts; 0: none).
     pub spent: u64,
+    /// What it stated of a bucket of output tokens apart (Anthropic's).
+    pub output: Option<OutputStatement>,
+}
+
+/// What one answer stated of a bucket of output tokens (Anthropic's):
+/// `remaining` left (within `slack`), full in `reset_in`, `limit` in all;
+/// the answered request declared `spent` of it (its `max_tokens`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OutputStatement {
+    /// Units left.
+    pub remaining: u64,
+    /// Until the bucket is full.
+    pub reset_in: Duration,
+    /// Its size.
+    pub limit: u64,
+    /// How far `remaining` may be from the true count either way.
+    pub slack: u64,
+    /// What the answered request declared of it.
+    pub spent: u64,
+}
+
+impl From<OutputStatement> for Statement {
+    fn from(o: OutputStatement) -> Self {
+        Statement {
+            remaining: o.remaining,
+            reset_in: o.reset_in,
+            limit: Some(o.limit),
+            bucket: true,
+            slack: o.slack,
+            input_only: false,
+            spent: o.spent,
+            output: None,
+        }
+    }
 }
 
 impl Tokens {

@@ -36,7 +36,7 @@ impl OriginState {
         let maybe =
             |t: Option<Duration>| t.map_or_else(|| "-".to_owned(), |t| nanos(t).to_string());
         format!(
-            "o16 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+            "o17 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
             nanos(gate.until),
             nanos(gate.span),
             nanos(gate.server_until),
@@ -109,6 +109,20 @@ impl OriginState {
             tokens.in_flight,
             tokens.in_flight_requests,
             nanos(tokens.stated_at),
+            self.output.quota.left,
+            nanos(self.output.quota.until),
+            self.output.quota.limit,
+            nanos(self.output.quota.window),
+            u8::from(self.output.quota.announced),
+            u8::from(self.output.bucket),
+            nanos(self.output.period),
+            nanos(self.output.at),
+            self.output.in_flight,
+            self.output.in_flight_requests,
+            self.output.mean,
+            self.output.high,
+            self.output.seen,
+            nanos(self.output.stated_at),
         )
     }
 
@@ -118,7 +132,7 @@ impl OriginState {
     pub fn decode(s: &str) -> Option<Self> {
         let f: Vec<&str> = s.split(' ').collect();
         let [
-            "o16",
+            "o17",
             gate,
             span,
             server,
@@ -183,6 +197,20 @@ impl OriginState {
             tokens_in_flight,
             tokens_in_flight_requests,
             tokens_stated_at,
+            output_left,
+            output_until,
+            output_limit,
+            output_window,
+            output_announced,
+            output_bucket,
+            output_period,
+            output_at,
+            output_in_flight,
+            output_in_flight_requests,
+            output_mean,
+            output_high,
+            output_seen,
+            output_stated_at,
         ] = f.as_slice()
         else {
             return None;
@@ -265,6 +293,26 @@ impl OriginState {
                 in_flight: tokens_in_flight.parse().ok()?,
                 in_flight_requests: tokens_in_flight_requests.parse().ok()?,
                 stated_at: time(tokens_stated_at)?,
+            },
+            output: Tokens {
+                quota: Quota {
+                    left: output_left.parse().ok()?,
+                    until: time(output_until)?,
+                    limit: output_limit.parse().ok()?,
+                    window: time(output_window)?,
+                    announced: flag(output_announced)?,
+                    ..Quota::default()
+                },
+                bucket: flag(output_bucket)?,
+                period: time(output_period)?,
+                at: time(output_at)?,
+                in_flight: output_in_flight.parse().ok()?,
+                in_flight_requests: output_in_flight_requests.parse().ok()?,
+                mean: output_mean.parse().ok()?,
+                high: output_high.parse().ok()?,
+                seen: output_seen.parse().ok()?,
+                stated_at: time(output_stated_at)?,
+                ..Tokens::default()
             },
             pace: Pace {
                 mode,

@@ -328,12 +328,14 @@ impl RateLimitHeaders {
     ///   [`RateLimitHint::exhausted`]: a bucket short of a request's tokens
     ///   refills them in a share of its reset, which the cost quota
     ///   computes.
-    /// - The output-token limit is not read: a message's output is known
-    ///   only at its end, and Anthropic's `429` names the time to wait
-    ///   (`retry-after`).
+    /// - The output-token limit is [`RateLimitHint::output_tokens`]: a
+    ///   [`Cost`](crate::Cost)'s output part (`max_tokens`, from which
+    ///   Anthropic estimates the output at the start of a message) is
+    ///   reserved from it, and the answers' counts (adjusted by Anthropic
+    ///   to what was produced) reconcile it.
     #[must_use]
     pub fn anthropic() -> Self {
-        const LIMITS: [(&str, &str, &str, Unit, u64); 3] = [
+        const LIMITS: [(&str, &str, &str, Unit, u64); 4] = [
             (
                 "anthropic-ratelimit-requests-reset",
                 "anthropic-ratelimit-requests-remaining",
@@ -353,6 +355,13 @@ impl RateLimitHeaders {
                 "anthropic-ratelimit-input-tokens-remaining",
                 "anthropic-ratelimit-input-tokens-limit",
                 Unit::InputTokens,
+                500,
+            ),
+            (
+                "anthropic-ratelimit-output-tokens-reset",
+                "anthropic-ratelimit-output-tokens-remaining",
+                "anthropic-ratelimit-output-tokens-limit",
+                Unit::OutputTokens,
                 500,
             ),
         ];

@@ -16,6 +16,10 @@ pub(crate) enum Unit {
     /// A message's input tokens only (Anthropic's input-token limit): a
     /// [`Cost`](crate::Cost) spends its input part from it.
     InputTokens,
+    /// A message's output tokens only (Anthropic's output-token limit): a
+    /// [`Cost`](crate::Cost) reserves its output part (`max_tokens`) from
+    /// it.
+    OutputTokens,
     /// Requests in flight at once (IETF `qu="concurrent-requests"`): its
     /// count is not a window's, its quota is a concurrency cap.
     Concurrent,
@@ -114,6 +118,7 @@ pub struct RateLimitHint {
     window: Option<Duration>,
     concurrency: Option<u64>,
     tokens: Option<TokenLimit>,
+    output_tokens: Option<TokenLimit>,
 }
 
 /// The tightest limit in tokens a response stated (OpenAI's
@@ -335,6 +340,15 @@ impl RateLimitHint {
         self.tokens
     }
 
+    /// The limit of output tokens, when the headers state one apart
+    /// (Anthropic's `anthropic-ratelimit-output-tokens-*`): what a
+    /// [`Cost`](crate::Cost)'s [`output`](crate::Cost::output) part (its
+    /// `max_tokens`) is reserved from.
+    #[must_use]
+    pub fn output_tokens(&self) -> Option<TokenLimit> {
+        self.output_tokens
+    }
+
     /// Whether the headers gave no usable limit at all (a concurrency cap
     /// alone is one).
     #[must_use]
@@ -385,6 +399,8 @@ pub(crate) struct Fold {
     concurrency: Option<u64>,
     /// The tightest token limit.
     tokens: Option<TokenLimit>,
+    /// The tightest limit of output tokens.
+    output_tokens: Option<TokenLimit>,
 }
 
 impl Fold {
@@ -419,6 +435,21 @@ impl Fold {
                 _ => Some(candidate),
             };
         }
+        if let (Unit::OutputTokens, Some(count)) = (unit, remaining) {
+            let candidate = TokenLimit {
+                remaining: count,
+                reset,
+                limit: quota,
+                bucket,
+                slack,
+                input_only: false,
+            };
+            let key = |t: &TokenLimit| (t.remaining, Reverse(t.reset));
+            self.output_tokens = match self.output_tokens {
+                Some(t) if key(&t) <= key(&candidate) => Some(t),
+                _ => Some(candidate),
+            };
+        }
         if bucket && unit != Unit::Requests {
             // A bucket of tokens is a cost quota only: a count of 0 there
             // is a wait for the next request's tokens, not the whole
@@ -426,7 +457,7 @@ impl Fold {
             return;
         }
         match unit {
-            Unit::Requests | Unit::Tokens | Unit::InputTokens => {}
+            Unit::Requests | Unit::Tokens | Unit::InputTokens | Unit::OutputTokens => {}
             Unit::Concurrent => {
                 if let Some(cap) = quota {
                     self.concurrency(cap);
@@ -495,6 +526,7 @@ impl Fold {
             window: binding.and_then(|b| b.window),
             concurrency: self.concurrency,
             tokens: self.tokens,
+            output_tokens: self.output_tokens,
         }
     }
 }

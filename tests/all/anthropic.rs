@@ -143,3 +143,15 @@ async fn resets_in_whole_seconds_and_exact_counts() {
     let ratio = figure_of(c, Declares::Cost).await;
     assert!(ratio <= 1.10, "×{ratio:.2}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn output_tokens_bind() {
+    // 12,000 output tokens a minute: each message needs its `max_tokens`
+    // (256) free to start, and uses less (148 on average).
+    let c = AnthropicConfig {
+        output_tokens: 12_000,
+        ..config()
+    };
+    let ratio = figure_of(c, Declares::Cost).await;
+    assert!(ratio <= 1.10, "×{ratio:.2}");
+}

@@ -23,6 +23,36 @@ fn bucket(remaining: u64, full_in: Duration, limit: u64, slack: u64, spent: u64)
             slack,
             input_only: true,
             spent,
+            output: None,
+        }),
+    }
+}
+
+/// A success whose input bucket has plenty left and whose bucket of
+/// output tokens (8,000 a minute, exact counts) has `remaining`, full in
+/// `full_in`; the answered request declared `spent` of it.
+fn output(remaining: u64, full_in: Duration, spent: u64) -> Outcome {
+    let Outcome::Quota {
+        tokens: Some(st), ..
+    } = bucket(60_000, ms(0), 60_000, 0, 0)
+    else {
+        unreachable!()
+    };
+    Outcome::Quota {
+        remaining: 1_000,
+        reset_in: LONG,
+        limit: None,
+        window: None,
+        sent_ago: Duration::ZERO,
+        tokens: Some(Statement {
+            output: Some(OutputStatement {
+                remaining,
+                reset_in: full_in,
+                limit: 8_000,
+                slack: 0,
+                spent,
+            }),
+            ..st
         }),
     }
 }
@@ -100,4 +130,21 @@ fn the_refill_rate_is_never_read_faster_than_the_answers_allow() {
         }
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn max_tokens_are_reserved_from_the_output_bucket_and_given_back_by_the_answer() {
+    let mut o = OriginState::new(ms(0));
+    // 8,000 output tokens a minute: 2,000 left, full in 45 s.
+    o.observe(ON, ms(0), output(2_000, ms(45_000), 0));
+    let message = Cost::tokens(100, 1_000);
+    assert!(goes(ask(&mut o, ms(0), message)));
+    assert!(goes(ask(&mut o, ms(0), message)));
+    // Both reserved their `max_tokens`: the next waits for 1,000 to
+    // refill, 7.5 s at 8,000 a minute.
+    assert_eq!(ask(&mut o, ms(0), message), Admission::QuotaHeld(ms(7_500)));
+    // They produced 200 each: the answers' counts give the rest back.
+    o.observe(ON, ms(0), output(1_800, ms(46_500), 1_000));
+    o.observe(ON, ms(0), output(1_600, ms(48_000), 1_000));
+    assert!(goes(ask(&mut o, ms(0), message)));
 }

@@ -321,6 +321,7 @@ fn a_request_not_sent_gives_its_cost_back() {
         slot: ms(500),
         quota: false,
         cost: 30,
+        output: 0,
         queue: o.pace.queue,
     };
     o.release(ms(30), reservation);
