@@ -65,13 +65,15 @@ impl Deadline {
 ///   declare [`Cost::tokens(prompt, max_tokens)`](Self::tokens) (or
 ///   [`Cost::new`] of their sum: the same).
 /// - **Anthropic** ([`Policy::anthropic`](crate::Policy::anthropic)):
-///   input tokens and output tokens have limits of their own. Declare
+///   input tokens and output tokens have buckets of their own. Declare
 ///   [`Cost::tokens(input, max_tokens)`](Self::tokens): the input part is
-///   spent from the input-token bucket before the send (and reconciled by
-///   the answer's stated remaining); `max_tokens` is what Anthropic
-///   estimates the output from, and is not spent from the input bucket.
-///   [`Cost::new(input + max_tokens)`](Self::new) would spend `max_tokens`
-///   from the input bucket too, holding every message back.
+///   spent from the input-token bucket before the send; `max_tokens`, from
+///   which Anthropic estimates a message's output when it starts, is
+///   reserved from the output-token bucket. Each answer's stated counts
+///   reconcile both (Anthropic adjusts the output to what was produced, so
+///   the unused part of `max_tokens` comes back).
+///   [`Cost::new(input + max_tokens)`](Self::new) would spend all of it
+///   from the input bucket and reserve nothing of the output one.
 /// - An API that counts something else: [`Cost::new`] of what it counts.
 ///
 /// ```
@@ -106,7 +108,8 @@ impl Cost {
     /// An LLM message's tokens: `input` (its prompt, known before the send)
     /// and `max_output` (its `max_tokens`, the most it may produce). A
     /// limit that counts both (OpenAI's) spends their sum; a limit of
-    /// input tokens only (Anthropic's) spends `input`.
+    /// input tokens only (Anthropic's) spends `input`, and a limit of
+    /// output tokens apart (Anthropic's) reserves `max_output`.
     ///
     /// ```
     /// use reqwest_backpressure::Cost;

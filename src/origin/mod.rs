@@ -34,6 +34,7 @@ use crate::Quota as Declared;
 
 mod admission;
 mod answers;
+mod bucket;
 mod declared;
 mod first;
 mod gate;

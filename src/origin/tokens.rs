@@ -8,6 +8,10 @@
 //! the mean cost per request learned from how the stated remaining falls
 //! between answers of one window (none learned yet: the request spends
 //! nothing, and only the server's answers hold the origin).
+//!
+//! A stated limit that is a bucket refilled continuously (Anthropic's) is
+//! kept in the same state and read as one (`bucket.rs`); an origin has a
+//! second one for a bucket of output tokens apart.
 
 use std::time::Duration;
 
@@ -125,59 +129,6 @@ impl Tokens {
         } else {
             cost.units()
         }
-    }
-
-    /// Whether a stated bucket governs, refilling at a known rate.
-    pub(super) fn refills(&self) -> bool {
-        self.bucket && !self.period.is_zero() && self.quota.limit > 0 && self.declared.is_zero()
-    }
-
-    /// What is left at `now`: a bucket's level, refilled since `at`; else
-    /// the quota's count.
-    pub(super) fn level(&self, now: Duration) -> u64 {
-        let q = &self.quota;
-        if !self.refills() {
-            return q.left;
-        }
-        let refilled =
-            now.saturating_sub(self.at).as_nanos() * u128::from(q.limit) / self.period.as_nanos();
-        q.left
-            .saturating_add(u64::try_from(refilled).unwrap_or(u64::MAX))
-            .min(q.limit)
-    }
-
-    /// How long a bucket takes to refill `units`, rounded up.
-    fn refill(&self, units: u64) -> Duration {
-        let nanos = (self.period.as_nanos() * u128::from(units))
-            .div_ceil(u128::from(self.quota.limit.max(1)));
-        Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
-    }
-
-    /// A bucket's level brought to `t` (never back in time); when it is
-    /// full again follows.
-    fn settle(&mut self, t: Duration) {
-        let t = t.max(self.at);
-        self.quota.left = self.level(t);
-        self.at = t;
-        self.quota.until = t.saturating_add(self.refill(self.quota.limit - self.quota.left));
-    }
-
-    /// A bucket's check: spends when its level at `now` holds `cost` (or it
-    /// is full, for a request costlier than it), else held until the
-    /// refill brings it there, at the slowest rate its statements allow.
-    fn check_bucket(&mut self, now: Duration, within: Within, cost: u64) -> Check {
-        let level = self.level(now);
-        let q = &mut self.quota;
-        if level >= cost || level >= q.limit {
-            q.announced = false;
-            return Check::Spends;
-        }
-        let wait = self.refill(cost.min(self.quota.limit) - level);
-        if wait > within.server {
-            return Check::TooLate(wait);
-        }
-        let first = !std::mem::replace(&mut self.quota.announced, true);
-        Check::Held { wait, first }
     }
 
     /// A task asks at `now` to spend `cost` and accepts to wait `within`.
@@ -368,65 +319,5 @@ impl Tokens {
             window: None,
         });
         let _ = self.quota.on_stated(now, sent, st.remaining, until, size);
-    }
-
-    /// A bucket's statement at `now`: `st.remaining` left (within
-    /// `st.slack`), full in `st.reset_in`, `limit` in all.
-    ///
-    /// - Its refill: it fills the `limit - remaining` it lacks in
-    ///   `reset_in`, so it refills from empty in at most
-    ///   `reset_in × limit / (limit - remaining - slack)` (a `reset_in`
-    ///   measured from a `Date` in whole seconds is only longer); the
-    ///   shortest such bound is kept.
-    /// - Its level: the count less its slack, less the declared costs
-    ///   spent since that the server has not counted yet (the reservation
-    ///   of `max_tokens` reconciled: the server counts what was used),
-    ///   the mean for each request that declared none.
-    /// - The mean cost per request: how far the count fell since the last
-    ///   statement, its refill meanwhile added back, averaged.
-    fn on_bucket(&mut self, now: Duration, st: Statement, limit: u64) {
-        self.quota.limit = limit;
-        let high = st.remaining.saturating_add(st.slack);
-        if limit > high {
-            let bound = st.reset_in.mul_f64(limit as f64 / (limit - high) as f64);
-            if self.period.is_zero() || bound < self.period {
-                self.period = bound;
-            }
-        }
-        self.quota.window = self.period;
-        if !self.period.is_zero() {
-            if self.seen == 0 {
-                if self.mean == 0 {
-                    self.mean = limit.saturating_sub(st.remaining);
-                }
-            } else {
-                let refilled = now.saturating_sub(self.stated_at).as_nanos() * u128::from(limit)
-                    / self.period.as_nanos();
-                let expected = self
-                    .high
-                    .saturating_add(u64::try_from(refilled).unwrap_or(u64::MAX))
-                    .min(limit);
-                let fall = expected.saturating_sub(st.remaining);
-                let n = u64::from(self.seen.min(16));
-                self.mean = (self.mean * n + fall) / (n + 1);
-            }
-            self.seen = self.seen.saturating_add(1);
-        }
-        (self.high, self.stated_at) = (st.remaining, now);
-        let unanswered = self
-            .in_flight
-            .saturating_add(self.mean.saturating_mul(u64::from(self.in_flight_requests)));
-        self.quota.left = st
-            .remaining
-            .saturating_sub(st.slack)
-            .saturating_sub(unanswered);
-        self.at = now;
-        self.quota.until = now.saturating_add(st.reset_in);
-        if self.refills() {
-            self.settle(now);
-        }
-        self.quota.guessed = false;
-        self.quota.stated_spent = false;
-        self.quota.announced = false;
     }
 }

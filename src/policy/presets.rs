@@ -59,12 +59,14 @@ impl Policy {
     ///
     /// - On each message, [`Cost::tokens(input, max_tokens)`](crate::Cost::tokens):
     ///   its input tokens are spent from the input-token bucket before the
-    ///   send, and each answer's stated remaining reconciles the bucket
-    ///   (less what is still unanswered). `max_tokens` is not spent from
-    ///   the input bucket; the output-token limit is Anthropic's to
-    ///   enforce (a `429` with `retry-after`, honoured as the server's
-    ///   time). Without a `Cost`, the mean input per message learned from
-    ///   how the stated remaining falls (its refill added back) stands in.
+    ///   send, its `max_tokens` reserved from the output-token bucket (as
+    ///   Anthropic estimates a message's output when it starts), and each
+    ///   answer's stated counts reconcile both, less what is still
+    ///   unanswered (Anthropic adjusts the output to what was produced:
+    ///   the unused part of `max_tokens` comes back). Without a `Cost`,
+    ///   the mean input per message learned from how the stated remaining
+    ///   falls (its refill added back) stands in, and the output bucket is
+    ///   Anthropic's to enforce (its `429`'s `retry-after` is honoured).
     /// - Optionally, your tier's quotas, scaled to the minute:
     ///   `.quota(origin, Quota::per_minute(rpm).refilled())` and
     ///   `.quota(origin, Quota::per_minute(itpm).units().refilled())`.
