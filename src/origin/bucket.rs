@@ -17,6 +17,9 @@ use super::Within;
 use super::quota::Check;
 use super::tokens::{Statement, Tokens};
 
+/// The longest a bucket is read to take to refill.
+const LONGEST: Duration = Duration::from_secs(86_400);
+
 impl Tokens {
     /// Whether a stated bucket governs, refilling at a known rate.
     pub(super) fn refills(&self) -> bool {
@@ -30,16 +33,22 @@ impl Tokens {
         if !self.refills() {
             return q.left;
         }
-        let refilled =
-            now.saturating_sub(self.at).as_nanos() * u128::from(q.limit) / self.period.as_nanos();
         q.left
-            .saturating_add(u64::try_from(refilled).unwrap_or(u64::MAX))
+            .saturating_add(self.refilled_in(now.saturating_sub(self.at)))
             .min(q.limit)
+    }
+
+    /// What a bucket refills in `span`, at the slowest rate known
+    /// (saturating).
+    fn refilled_in(&self, span: Duration) -> u64 {
+        let units = span.as_nanos().saturating_mul(u128::from(self.quota.limit))
+            / self.period.as_nanos().max(1);
+        u64::try_from(units).unwrap_or(u64::MAX)
     }
 
     /// How long a bucket takes to refill `units`, rounded up.
     pub(super) fn refill(&self, units: u64) -> Duration {
-        let nanos = (self.period.as_nanos() * u128::from(units))
+        let nanos = (self.period.as_nanos().saturating_mul(u128::from(units)))
             .div_ceil(u128::from(self.quota.limit.max(1)));
         Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
     }
@@ -50,7 +59,8 @@ impl Tokens {
         let t = t.max(self.at);
         self.quota.left = self.level(t);
         self.at = t;
-        self.quota.until = t.saturating_add(self.refill(self.quota.limit - self.quota.left));
+        let missing = self.quota.limit.saturating_sub(self.quota.left);
+        self.quota.until = t.saturating_add(self.refill(missing));
     }
 
     /// A bucket's check: spends when its level at `now` holds `cost` (or it
@@ -85,13 +95,19 @@ impl Tokens {
     ///   the mean for each request that declared none.
     /// - The mean cost per request: how far the count fell since the last
     ///   statement, its refill meanwhile added back, averaged.
-    pub(super) fn on_bucket(&mut self, now: Duration, st: Statement, limit: u64) {
+    pub(super) fn on_bucket(&mut self, now: Duration, mut st: Statement, limit: u64) {
+        // No bucket refills over more than a day (Anthropic's: a minute);
+        // a longer time is hostile or garbage, read as a day.
+        st.reset_in = st.reset_in.min(LONGEST);
         self.quota.limit = limit;
         let high = st.remaining.saturating_add(st.slack);
         if limit > high {
-            let bound = st.reset_in.mul_f64(limit as f64 / (limit - high) as f64);
-            if self.period.is_zero() || bound < self.period {
-                self.period = bound;
+            let factor = limit as f64 / (limit - high) as f64;
+            // A reset too long for a `Duration` bounds nothing.
+            if let Ok(bound) = Duration::try_from_secs_f64(st.reset_in.as_secs_f64() * factor)
+                && (self.period.is_zero() || bound < self.period)
+            {
+                self.period = bound.min(LONGEST);
             }
         }
         self.quota.window = self.period;
@@ -101,15 +117,11 @@ impl Tokens {
                     self.mean = limit.saturating_sub(st.remaining);
                 }
             } else {
-                let refilled = now.saturating_sub(self.stated_at).as_nanos() * u128::from(limit)
-                    / self.period.as_nanos();
-                let expected = self
-                    .high
-                    .saturating_add(u64::try_from(refilled).unwrap_or(u64::MAX))
-                    .min(limit);
+                let refilled = self.refilled_in(now.saturating_sub(self.stated_at));
+                let expected = self.high.saturating_add(refilled).min(limit);
                 let fall = expected.saturating_sub(st.remaining);
                 let n = u64::from(self.seen.min(16));
-                self.mean = (self.mean * n + fall) / (n + 1);
+                self.mean = self.mean.saturating_mul(n).saturating_add(fall) / (n + 1);
             }
             self.seen = self.seen.saturating_add(1);
         }
@@ -119,6 +131,7 @@ impl Tokens {
             .saturating_add(self.mean.saturating_mul(u64::from(self.in_flight_requests)));
         self.quota.left = st
             .remaining
+            .min(limit)
             .saturating_sub(st.slack)
             .saturating_sub(unanswered);
         self.at = now;

@@ -193,10 +193,11 @@ impl Tokens {
     /// forgotten), a declared one governs at `now`: a window of its count
     /// opens, and closes a window (plus the batches' margin) after its last
     /// spend, so no span of the declared length spends more than its count,
-    /// whatever the server's window alignment.
+    /// whatever the server's window alignment. A bucket the server stated
+    /// is never overridden: it is the server's own count, refilling.
     pub(super) fn declared(&mut self, now: Duration, quota: crate::Quota) {
         let q = &mut self.quota;
-        if q.until > now || (q.renews() && self.declared.is_zero()) {
+        if q.until > now || (q.renews() && self.declared.is_zero()) || self.bucket {
             return;
         }
         let window = super::pace::batch_every(quota.per());

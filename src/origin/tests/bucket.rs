@@ -148,3 +148,41 @@ fn max_tokens_are_reserved_from_the_output_bucket_and_given_back_by_the_answer()
     o.observe(ON, ms(0), output(1_600, ms(48_000), 1_000));
     assert!(goes(ask(&mut o, ms(0), message)));
 }
+
+#[test]
+fn hostile_bucket_statements_neither_panic_nor_open_the_origin_early() {
+    let huge = [0, 1, 999, u64::MAX / 2, u64::MAX];
+    let times = [
+        ms(0),
+        ms(1),
+        LONG,
+        Duration::from_secs(u64::MAX / 4),
+        Duration::MAX,
+    ];
+    for &remaining in &huge {
+        for &limit in &huge[1..] {
+            for &full_in in &times {
+                for &slack in &[0, 500, u64::MAX] {
+                    let mut o = OriginState::new(ms(0));
+                    o.observe(ON, ms(5), bucket(remaining, full_in, limit, slack, 7));
+                    for now in [ms(5), ms(6), LONG, Duration::MAX] {
+                        let _ = ask(&mut o, now, Cost::tokens(remaining, u64::MAX));
+                        let _ = ask(&mut o, now, Cost::tokens(1, 1));
+                    }
+                    o.observe(
+                        ON,
+                        ms(7),
+                        bucket(remaining, full_in, limit, slack, u64::MAX),
+                    );
+                    assert_eq!(OriginState::decode(&o.encode()), Some(o));
+                }
+            }
+        }
+    }
+    // A count above the limit is read as the limit.
+    let mut o = OriginState::new(ms(0));
+    o.observe(ON, ms(0), bucket(90_000, ms(30_000), 60_000, 0, 0));
+    o.observe(ON, ms(0), bucket(30_000, ms(30_000), 60_000, 0, 0));
+    assert!(goes(ask(&mut o, ms(0), Cost::tokens(30_000, 0))));
+    assert!(!goes(ask(&mut o, ms(0), Cost::tokens(1_000, 0))));
+}
