@@ -219,11 +219,14 @@ impl Tokens {
         }
     }
 
-    /// An admitted task spends `cost`, its request leaving at `at`.
+    /// An admitted task spends `cost`, its request leaving at `at`. One
+    /// that declared none is counted in flight when it spent the mean, or
+    /// spent nothing yet under a bucket or a declared quota (no mean is
+    /// learned yet): the bucket's first statements do not count it.
     pub(super) fn spend(&mut self, at: Duration, cost: u64, declared: bool) {
         if declared {
             self.in_flight = self.in_flight.saturating_add(cost);
-        } else if cost > 0 {
+        } else if cost > 0 || self.bucket || !self.declared.is_zero() {
             self.in_flight_requests = self.in_flight_requests.saturating_add(1);
         }
         if self.refills() {

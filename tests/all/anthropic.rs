@@ -107,6 +107,15 @@ async fn figure_of(c: AnthropicConfig, declares: Declares) -> f64 {
         span.as_secs_f64(),
         ideal.as_secs_f64(),
     );
+    let rejected: Vec<String> = seen
+        .log
+        .iter()
+        .filter(|a| a.status == 429)
+        .map(|a| format!("{:.2}", a.at.as_secs_f64()))
+        .collect();
+    if !rejected.is_empty() {
+        println!("  429s at (s): {}", rejected.join(" "));
+    }
     assert!(statuses.iter().all(|&s| s == 200), "{statuses:?}");
     assert_eq!(seen.premature(), 0, "a send before the server's time");
     ratio
