@@ -92,9 +92,12 @@ impl Limit {
 ///   [`exhausted`](Self::exhausted) and gives its reset to
 ///   [`reset`](Self::reset) and [`retry_in`](Self::retry_in): a spent quota
 ///   refuses requests until it comes back, whatever it counts;
-/// - a token limit (OpenAI's, Anthropic's) folds into the count like a
+/// - a token limit in a window (OpenAI's) folds into the count like a
 ///   request limit, but never gives [`limit`](Self::limit) or
-///   [`window`](Self::window).
+///   [`window`](Self::window); a bucket of tokens (Anthropic's) does not
+///   fold at all: it is a cost quota ([`tokens`](Self::tokens),
+///   [`output_tokens`](Self::output_tokens)), whose empty count is a wait
+///   for one request's tokens, not for its reset (the time it is full).
 ///
 /// ```
 /// use std::time::{Duration, UNIX_EPOCH};
@@ -315,11 +318,13 @@ impl RateLimitHint {
         self.concurrency
     }
 
-    /// The tightest limit in tokens (the smallest count left among the
-    /// limits that count tokens; ties: the later reset), if any. Token
-    /// limits count in [`remaining`](Self::remaining) as well; this view
-    /// is theirs alone, for the quota a request's
-    /// [`Cost`](crate::Cost) spends.
+    /// The limit in tokens a request's [`Cost`](crate::Cost) is spent
+    /// from, if any: a limit of input tokens when one is stated
+    /// (Anthropic's), else the tightest (the smallest count left among the
+    /// limits that count tokens; ties: the later reset). Token limits in a
+    /// window (OpenAI's) count in [`remaining`](Self::remaining) as well;
+    /// buckets of tokens (Anthropic's) only here and in
+    /// [`output_tokens`](Self::output_tokens).
     ///
     /// ```
     /// use std::time::{Duration, UNIX_EPOCH};
