@@ -13,6 +13,13 @@ pub(crate) enum Unit {
     Requests,
     /// Tokens in a window (OpenAI's and Anthropic's token limits).
     Tokens,
+    /// A message's input tokens only (Anthropic's input-token limit): a
+    /// [`Cost`](crate::Cost) spends its input part from it.
+    InputTokens,
+    /// A message's output tokens only (Anthropic's output-token limit): a
+    /// [`Cost`](crate::Cost) reserves its output part (`max_tokens`) from
+    /// it.
+    OutputTokens,
     /// Requests in flight at once (IETF `qu="concurrent-requests"`): its
     /// count is not a window's, its quota is a concurrency cap.
     Concurrent,
@@ -33,6 +40,12 @@ pub(crate) struct Limit {
     /// The window the quota is for.
     pub(crate) window: Option<Duration>,
     pub(crate) unit: Unit,
+    /// A bucket refilled continuously, its reset the time it is full
+    /// again (Anthropic's): what is left comes back progressively.
+    pub(crate) bucket: bool,
+    /// How far the stated count may be from the true one either way (a
+    /// count rounded to the nearest thousand: 500).
+    pub(crate) slack: u64,
 }
 
 impl Limit {
@@ -79,9 +92,12 @@ impl Limit {
 ///   [`exhausted`](Self::exhausted) and gives its reset to
 ///   [`reset`](Self::reset) and [`retry_in`](Self::retry_in): a spent quota
 ///   refuses requests until it comes back, whatever it counts;
-/// - a token limit (OpenAI's, Anthropic's) folds into the count like a
+/// - a token limit in a window (OpenAI's) folds into the count like a
 ///   request limit, but never gives [`limit`](Self::limit) or
-///   [`window`](Self::window).
+///   [`window`](Self::window); a bucket of tokens (Anthropic's) does not
+///   fold at all: it is a cost quota ([`tokens`](Self::tokens),
+///   [`output_tokens`](Self::output_tokens)), whose empty count is a wait
+///   for one request's tokens, not for its reset (the time it is full).
 ///
 /// ```
 /// use std::time::{Duration, UNIX_EPOCH};
@@ -105,6 +121,7 @@ pub struct RateLimitHint {
     window: Option<Duration>,
     concurrency: Option<u64>,
     tokens: Option<TokenLimit>,
+    output_tokens: Option<TokenLimit>,
 }
 
 /// The tightest limit in tokens a response stated (OpenAI's
@@ -115,6 +132,9 @@ pub struct TokenLimit {
     remaining: u64,
     reset: Option<Duration>,
     limit: Option<u64>,
+    bucket: bool,
+    slack: u64,
+    input_only: bool,
 }
 
 impl TokenLimit {
@@ -135,6 +155,30 @@ impl TokenLimit {
     #[must_use]
     pub fn limit(&self) -> Option<u64> {
         self.limit
+    }
+
+    /// Whether it is a bucket refilled continuously, whose
+    /// [`reset`](Self::reset) is when it is full again (Anthropic's), not
+    /// when a window opens.
+    #[must_use]
+    pub fn is_bucket(&self) -> bool {
+        self.bucket
+    }
+
+    /// How far [`remaining`](Self::remaining) may be from the true count
+    /// either way (Anthropic rounds its token counts to the nearest
+    /// thousand: 500); 0 when exact.
+    #[must_use]
+    pub fn slack(&self) -> u64 {
+        self.slack
+    }
+
+    /// Whether it counts a message's input tokens only (Anthropic's
+    /// input-token limit), so a [`Cost`](crate::Cost) spends its
+    /// [`input`](crate::Cost::input) part from it.
+    #[must_use]
+    pub fn counts_input_only(&self) -> bool {
+        self.input_only
     }
 }
 
@@ -274,11 +318,13 @@ impl RateLimitHint {
         self.concurrency
     }
 
-    /// The tightest limit in tokens (the smallest count left among the
-    /// limits that count tokens; ties: the later reset), if any. Token
-    /// limits count in [`remaining`](Self::remaining) as well; this view
-    /// is theirs alone, for the quota a request's
-    /// [`Cost`](crate::Cost) spends.
+    /// The limit in tokens a request's [`Cost`](crate::Cost) is spent
+    /// from, if any: a limit of input tokens when one is stated
+    /// (Anthropic's), else the tightest (the smallest count left among the
+    /// limits that count tokens; ties: the later reset). Token limits in a
+    /// window (OpenAI's) count in [`remaining`](Self::remaining) as well;
+    /// buckets of tokens (Anthropic's) only here and in
+    /// [`output_tokens`](Self::output_tokens).
     ///
     /// ```
     /// use std::time::{Duration, UNIX_EPOCH};
@@ -297,6 +343,15 @@ impl RateLimitHint {
     #[must_use]
     pub fn tokens(&self) -> Option<TokenLimit> {
         self.tokens
+    }
+
+    /// The limit of output tokens, when the headers state one apart
+    /// (Anthropic's `anthropic-ratelimit-output-tokens-*`): what a
+    /// [`Cost`](crate::Cost)'s [`output`](crate::Cost::output) part (its
+    /// `max_tokens`) is reserved from.
+    #[must_use]
+    pub fn output_tokens(&self) -> Option<TokenLimit> {
+        self.output_tokens
     }
 
     /// Whether the headers gave no usable limit at all (a concurrency cap
@@ -349,6 +404,8 @@ pub(crate) struct Fold {
     concurrency: Option<u64>,
     /// The tightest token limit.
     tokens: Option<TokenLimit>,
+    /// The tightest limit of output tokens.
+    output_tokens: Option<TokenLimit>,
 }
 
 impl Fold {
@@ -359,9 +416,53 @@ impl Fold {
             quota,
             window,
             unit,
+            bucket,
+            slack,
         } = limit;
+        let input_only = unit == Unit::InputTokens;
+        if matches!(unit, Unit::Tokens | Unit::InputTokens)
+            && let Some(count) = remaining
+        {
+            let candidate = TokenLimit {
+                remaining: count,
+                reset,
+                limit: quota,
+                bucket,
+                slack,
+                input_only,
+            };
+            // The input-token limit, when stated, is the one a cost is
+            // spent from (Anthropic's combined count is the tighter of
+            // input and output); else the tightest.
+            let key = |t: &TokenLimit| (!t.input_only, t.remaining, Reverse(t.reset));
+            self.tokens = match self.tokens {
+                Some(t) if key(&t) <= key(&candidate) => Some(t),
+                _ => Some(candidate),
+            };
+        }
+        if let (Unit::OutputTokens, Some(count)) = (unit, remaining) {
+            let candidate = TokenLimit {
+                remaining: count,
+                reset,
+                limit: quota,
+                bucket,
+                slack,
+                input_only: false,
+            };
+            let key = |t: &TokenLimit| (t.remaining, Reverse(t.reset));
+            self.output_tokens = match self.output_tokens {
+                Some(t) if key(&t) <= key(&candidate) => Some(t),
+                _ => Some(candidate),
+            };
+        }
+        if bucket && unit != Unit::Requests {
+            // A bucket of tokens is a cost quota only: a count of 0 there
+            // is a wait for the next request's tokens, not the whole
+            // refill its reset names.
+            return;
+        }
         match unit {
-            Unit::Requests | Unit::Tokens => {}
+            Unit::Requests | Unit::Tokens | Unit::InputTokens | Unit::OutputTokens => {}
             Unit::Concurrent => {
                 if let Some(cap) = quota {
                     self.concurrency(cap);
@@ -379,17 +480,6 @@ impl Fold {
             }
         }
         self.latest_reset = self.latest_reset.max(reset);
-        if let (Unit::Tokens, Some(count)) = (unit, remaining) {
-            let candidate = TokenLimit {
-                remaining: count,
-                reset,
-                limit: quota,
-            };
-            self.tokens = match self.tokens {
-                Some(t) if (t.remaining, Reverse(t.reset)) <= (count, Reverse(reset)) => Some(t),
-                _ => Some(candidate),
-            };
-        }
         if let Some(count) = remaining {
             self.min = match self.min {
                 Some((min, min_reset)) if min < count => Some((min, min_reset)),
@@ -441,6 +531,7 @@ impl Fold {
             window: binding.and_then(|b| b.window),
             concurrency: self.concurrency,
             tokens: self.tokens,
+            output_tokens: self.output_tokens,
         }
     }
 }
@@ -472,6 +563,7 @@ mod tests {
             quota,
             window: window.map(Duration::from_secs),
             unit,
+            ..Limit::default()
         }
     }
 
