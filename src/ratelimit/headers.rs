@@ -1,138 +1,21 @@
 //! Which rate-limit headers a client reads: the IETF fields, vendor presets,
 //! and limits declared by hand.
 
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use http::header::HeaderName;
 use http::{HeaderMap, StatusCode};
 
-use super::hint::{Fold, Limit, RateLimitHint, Unit};
+use super::hint::{Fold, RateLimitHint, Unit};
 use super::ietf;
-use super::reset::{MAX_RATELIMIT_LEN, ResetFormat, parse_reset, trim_ows};
+use super::reset::{ResetFormat, parse_reset};
 
 mod shopify;
 pub(crate) use shopify::{LeakyBucket, stated_bucket};
 
-/// One vendor limit: reset headers in order of preference (the first one
-/// present and valid counts), the header with the count left, the header
-/// with the quota, and what the limit counts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct LimitSpec {
-    resets: Vec<(HeaderName, ResetFormat)>,
-    remaining: Option<HeaderName>,
-    /// The quota per window (no vendor here states the window).
-    limit: Option<HeaderName>,
-    unit: Unit,
-    /// A bucket refilled continuously, its reset the time it is full.
-    bucket: bool,
-    /// How far a stated count may be from the true one either way.
-    slack: u64,
-}
-
-impl LimitSpec {
-    /// A limit with one reset header.
-    fn new(
-        reset: HeaderName,
-        format: ResetFormat,
-        remaining: Option<HeaderName>,
-        limit: Option<HeaderName>,
-        unit: Unit,
-    ) -> Self {
-        LimitSpec {
-            resets: vec![(reset, format)],
-            remaining,
-            limit,
-            unit,
-            bucket: false,
-            slack: 0,
-        }
-    }
-
-    /// The limit, when its reset or its count is present and valid (a
-    /// quota alone is no limit).
-    fn read(&self, headers: &HeaderMap, server_now: SystemTime) -> Option<Limit> {
-        let reset = self.resets.iter().find_map(|(name, format)| {
-            let value = std::str::from_utf8(single(headers, name)?).ok()?;
-            let reset = parse_reset(value, *format, server_now)?;
-            Some(reset.saturating_add(last_digit(value, *format)))
-        });
-        let remaining = self
-            .remaining
-            .as_ref()
-            .and_then(|name| count(single(headers, name)?));
-        if reset.is_none() && remaining.is_none() {
-            return None;
-        }
-        let quota = self
-            .limit
-            .as_ref()
-            .and_then(|name| count(single(headers, name)?));
-        if self.bucket && self.unit == Unit::Requests {
-            // A bucket of requests is no window that renews whole at its
-            // reset (the time it is full): its size is not stated as a
-            // window's quota, and spent, its wait is until the next
-            // request's refill, a share of the whole refill's time.
-            let reset = match (remaining, reset, quota) {
-                (Some(0), Some(full_in), Some(size)) if size > 0 => {
-                    Some(full_in.div_f64(size as f64))
-                }
-                (_, reset, _) => reset,
-            };
-            return Some(Limit::new(remaining, reset));
-        }
-        Some(Limit {
-            quota,
-            unit: self.unit,
-            bucket: self.bucket,
-            slack: self.slack,
-            ..Limit::new(remaining, reset)
-        })
-    }
-}
-
-/// One unit of the last digit of a reset in seconds written with a
-/// fraction (`1.25`: 10 ms; `1470173023.123`: 1 ms), zero otherwise. A
-/// server that truncated the time to those digits (Discord's reset-after
-/// is a float of two or three decimals) resets up to that much later than
-/// it wrote: read as its upper bound, it is never early.
-fn last_digit(value: &str, format: ResetFormat) -> Duration {
-    if !matches!(format, ResetFormat::Seconds | ResetFormat::EpochSeconds) {
-        return Duration::ZERO;
-    }
-    match value.trim().split_once('.') {
-        Some((_, fraction)) if (1..=9).contains(&fraction.len()) => {
-            Duration::from_nanos(10u64.pow(9 - fraction.len() as u32))
-        }
-        _ => Duration::ZERO,
-    }
-}
-
-/// The value of the only field line of `name`; `None` when absent or sent
-/// more than once (which of two counts would be the real one is a guess).
-pub(crate) fn single<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Option<&'h [u8]> {
-    let mut lines = headers.get_all(name).iter();
-    let first = lines.next()?;
-    match lines.next() {
-        Some(_) => None,
-        None => Some(first.as_bytes()),
-    }
-}
-
-/// A count (left, or the quota): `1*DIGIT` (ASCII), OWS trimmed,
-/// saturating.
-fn count(raw: &[u8]) -> Option<u64> {
-    if raw.len() > MAX_RATELIMIT_LEN {
-        return None;
-    }
-    let v = trim_ows(raw);
-    if v.is_empty() || !v.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    Some(v.iter().fold(0u64, |acc, &d| {
-        acc.saturating_mul(10)
-            .saturating_add(u64::from(d.wrapping_sub(b'0')))
-    }))
-}
+mod spec;
+pub(crate) use spec::single;
+use spec::{LimitSpec, last_digit};
 
 const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
 const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
@@ -301,173 +184,6 @@ impl RateLimitHeaders {
             },
             ..RateLimitHeaders::none()
         }
-    }
-
-    /// GitHub: `x-ratelimit-remaining` with `x-ratelimit-reset`
-    /// ([`ResetFormat::EpochSeconds`]), and the quota `x-ratelimit-limit`
-    /// (no window stated).
-    ///
-    /// GitHub answers both of its limits with `403` as well as `429`: its
-    /// primary limit with `x-ratelimit-remaining: 0` and the reset, its
-    /// secondary limit with a `retry-after` while quota is left. So `403`
-    /// and `429` are declared with
-    /// [`pushback_status_with_retry_after`](Self::pushback_status_with_retry_after):
-    /// a pushback when the quota is exhausted (waited for until
-    /// `x-ratelimit-reset`) or when the answer carries a valid
-    /// `Retry-After` (waited for as the server's time). A `403` with
-    /// neither is GitHub refusing the request itself, returned as it is.
-    /// (GitHub asks a client that meets a secondary limit with neither to
-    /// wait at least a minute; by its headers such an answer cannot be told
-    /// apart from any other `403`.)
-    #[must_use]
-    pub fn github() -> Self {
-        let mut headers = RateLimitHeaders::none();
-        headers.push(LimitSpec::new(
-            X_RATELIMIT_RESET,
-            ResetFormat::EpochSeconds,
-            Some(X_RATELIMIT_REMAINING),
-            Some(X_RATELIMIT_LIMIT),
-            Unit::Requests,
-        ));
-        headers.scoping.github = true;
-        headers
-            .pushback_status_with_retry_after(StatusCode::FORBIDDEN)
-            .pushback_status_with_retry_after(StatusCode::TOO_MANY_REQUESTS)
-    }
-
-    /// OpenAI: `x-ratelimit-remaining-requests` with
-    /// `x-ratelimit-reset-requests` and the quota
-    /// `x-ratelimit-limit-requests`, and `x-ratelimit-remaining-tokens` with
-    /// `x-ratelimit-reset-tokens` and the quota `x-ratelimit-limit-tokens`
-    /// (both resets [`ResetFormat::GoDuration`]; a token quota is never a
-    /// [`RateLimitHint::limit`]), and `retry-after-ms`
-    /// ([`ResetFormat::Millis`], no count).
-    #[must_use]
-    pub fn openai() -> Self {
-        const RESET_REQUESTS: HeaderName = HeaderName::from_static("x-ratelimit-reset-requests");
-        const REMAINING_REQUESTS: HeaderName =
-            HeaderName::from_static("x-ratelimit-remaining-requests");
-        const LIMIT_REQUESTS: HeaderName = HeaderName::from_static("x-ratelimit-limit-requests");
-        const RESET_TOKENS: HeaderName = HeaderName::from_static("x-ratelimit-reset-tokens");
-        const REMAINING_TOKENS: HeaderName =
-            HeaderName::from_static("x-ratelimit-remaining-tokens");
-        const LIMIT_TOKENS: HeaderName = HeaderName::from_static("x-ratelimit-limit-tokens");
-        let mut headers = RateLimitHeaders::none();
-        headers.push(LimitSpec::new(
-            RESET_REQUESTS,
-            ResetFormat::GoDuration,
-            Some(REMAINING_REQUESTS),
-            Some(LIMIT_REQUESTS),
-            Unit::Requests,
-        ));
-        headers.push(LimitSpec::new(
-            RESET_TOKENS,
-            ResetFormat::GoDuration,
-            Some(REMAINING_TOKENS),
-            Some(LIMIT_TOKENS),
-            Unit::Tokens,
-        ));
-        headers.reset_header(RETRY_AFTER_MS, ResetFormat::Millis, None)
-    }
-
-    /// Anthropic: `anthropic-ratelimit-{requests,tokens,input-tokens,
-    /// output-tokens}-remaining` with the matching `-reset`
-    /// ([`ResetFormat::Rfc3339`]) and the matching quota `-limit`, read as
-    /// Anthropic documents them: each limit is a bucket refilled
-    /// continuously at its limit per minute, and `-reset` is when it is
-    /// *full* again, not when a window opens; token counts are rounded to
-    /// the nearest thousand ([`TokenLimit::slack`](crate::TokenLimit::slack)
-    /// 500).
-    ///
-    /// - The request limit: its count folds into
-    ///   [`RateLimitHint::remaining`]; spent (0), it is waited for until
-    ///   the next request's refill (the reset's share of one request), not
-    ///   the whole refill; its size is no window's quota
-    ///   ([`RateLimitHint::limit`] stays `None`).
-    /// - The input-token limit is the [`RateLimitHint::tokens`] a
-    ///   [`Cost`](crate::Cost) is spent from
-    ///   ([`TokenLimit::counts_input_only`](crate::TokenLimit::counts_input_only):
-    ///   its input part); the combined `-tokens-` limit (the tighter of
-    ///   input and output) stands in when it is absent. Token buckets take
-    ///   no part in [`RateLimitHint::remaining`] or
-    ///   [`RateLimitHint::exhausted`]: a bucket short of a request's tokens
-    ///   refills them in a share of its reset, which the cost quota
-    ///   computes.
-    /// - The output-token limit is [`RateLimitHint::output_tokens`]: a
-    ///   [`Cost`](crate::Cost)'s output part (`max_tokens`, from which
-    ///   Anthropic estimates the output at the start of a message) is
-    ///   reserved from it, and the answers' counts (adjusted by Anthropic
-    ///   to what was produced) reconcile it.
-    #[must_use]
-    pub fn anthropic() -> Self {
-        const LIMITS: [(&str, &str, &str, Unit, u64); 4] = [
-            (
-                "anthropic-ratelimit-requests-reset",
-                "anthropic-ratelimit-requests-remaining",
-                "anthropic-ratelimit-requests-limit",
-                Unit::Requests,
-                0,
-            ),
-            (
-                "anthropic-ratelimit-tokens-reset",
-                "anthropic-ratelimit-tokens-remaining",
-                "anthropic-ratelimit-tokens-limit",
-                Unit::Tokens,
-                500,
-            ),
-            (
-                "anthropic-ratelimit-input-tokens-reset",
-                "anthropic-ratelimit-input-tokens-remaining",
-                "anthropic-ratelimit-input-tokens-limit",
-                Unit::InputTokens,
-                500,
-            ),
-            (
-                "anthropic-ratelimit-output-tokens-reset",
-                "anthropic-ratelimit-output-tokens-remaining",
-                "anthropic-ratelimit-output-tokens-limit",
-                Unit::OutputTokens,
-                500,
-            ),
-        ];
-        let mut headers = RateLimitHeaders::none();
-        for (reset, remaining, limit, unit, slack) in LIMITS {
-            headers.push(LimitSpec {
-                bucket: true,
-                slack,
-                ..LimitSpec::new(
-                    HeaderName::from_static(reset),
-                    ResetFormat::Rfc3339,
-                    Some(HeaderName::from_static(remaining)),
-                    Some(HeaderName::from_static(limit)),
-                    unit,
-                )
-            });
-        }
-        headers
-    }
-
-    /// Discord: `x-ratelimit-remaining` with `x-ratelimit-reset-after`
-    /// ([`ResetFormat::Seconds`], with decimals), or when that is missing or
-    /// invalid, `x-ratelimit-reset` ([`ResetFormat::EpochSeconds`], with
-    /// decimals) for the same limit, and the quota `x-ratelimit-limit` (no
-    /// window stated).
-    #[must_use]
-    pub fn discord() -> Self {
-        let mut headers = RateLimitHeaders::none();
-        headers.push(LimitSpec {
-            resets: vec![
-                (X_RATELIMIT_RESET_AFTER, ResetFormat::Seconds),
-                (X_RATELIMIT_RESET, ResetFormat::EpochSeconds),
-            ],
-            remaining: Some(X_RATELIMIT_REMAINING),
-            limit: Some(X_RATELIMIT_LIMIT),
-            unit: Unit::Requests,
-            bucket: false,
-            slack: 0,
-        });
-        headers.scoping.discord = true;
-        headers
     }
 
     /// Reads nothing.
@@ -672,6 +388,7 @@ impl RateLimitHeaders {
 }
 
 mod stripe;
+mod vendors;
 pub(crate) use stripe::should_retry;
 
 #[cfg(test)]
