@@ -13,7 +13,7 @@ use crate::ratelimit::reset::ResetFormat;
 
 impl RateLimitHeaders {
     /// GitHub: `x-ratelimit-remaining` with `x-ratelimit-reset`
-    /// ([`ResetFormat::EpochSeconds`]), and the quota `x-ratelimit-limit`
+    /// ([`ResetFormat::EpochSeconds`](crate::ResetFormat::EpochSeconds)), and the quota `x-ratelimit-limit`
     /// (no window stated).
     ///
     /// GitHub answers both of its limits with `403` as well as `429`: its
@@ -48,9 +48,9 @@ impl RateLimitHeaders {
     /// `x-ratelimit-reset-requests` and the quota
     /// `x-ratelimit-limit-requests`, and `x-ratelimit-remaining-tokens` with
     /// `x-ratelimit-reset-tokens` and the quota `x-ratelimit-limit-tokens`
-    /// (both resets [`ResetFormat::GoDuration`]; a token quota is never a
-    /// [`RateLimitHint::limit`]), and `retry-after-ms`
-    /// ([`ResetFormat::Millis`], no count).
+    /// (both resets [`ResetFormat::GoDuration`](crate::ResetFormat::GoDuration); a token quota is never a
+    /// [`RateLimitHint::limit`](crate::RateLimitHint::limit)), and `retry-after-ms`
+    /// ([`ResetFormat::Millis`](crate::ResetFormat::Millis), no count).
     #[must_use]
     pub fn openai() -> Self {
         const RESET_REQUESTS: HeaderName = HeaderName::from_static("x-ratelimit-reset-requests");
@@ -81,7 +81,7 @@ impl RateLimitHeaders {
 
     /// Anthropic: `anthropic-ratelimit-{requests,tokens,input-tokens,
     /// output-tokens}-remaining` with the matching `-reset`
-    /// ([`ResetFormat::Rfc3339`]) and the matching quota `-limit`, read as
+    /// ([`ResetFormat::Rfc3339`](crate::ResetFormat::Rfc3339)) and the matching quota `-limit`, read as
     /// Anthropic documents them: each limit is a bucket refilled
     /// continuously at its limit per minute, and `-reset` is when it is
     /// *full* again, not when a window opens; token counts are rounded to
@@ -89,20 +89,20 @@ impl RateLimitHeaders {
     /// 500).
     ///
     /// - The request limit: its count folds into
-    ///   [`RateLimitHint::remaining`]; spent (0), it is waited for until
+    ///   [`RateLimitHint::remaining`](crate::RateLimitHint::remaining); spent (0), it is waited for until
     ///   the next request's refill (the reset's share of one request), not
     ///   the whole refill; its size is no window's quota
-    ///   ([`RateLimitHint::limit`] stays `None`).
-    /// - The input-token limit is the [`RateLimitHint::tokens`] a
+    ///   ([`RateLimitHint::limit`](crate::RateLimitHint::limit) stays `None`).
+    /// - The input-token limit is the [`RateLimitHint::tokens`](crate::RateLimitHint::tokens) a
     ///   [`Cost`](crate::Cost) is spent from
     ///   ([`TokenLimit::counts_input_only`](crate::TokenLimit::counts_input_only):
     ///   its input part); the combined `-tokens-` limit (the tighter of
     ///   input and output) stands in when it is absent. Token buckets take
-    ///   no part in [`RateLimitHint::remaining`] or
-    ///   [`RateLimitHint::exhausted`]: a bucket short of a request's tokens
+    ///   no part in [`RateLimitHint::remaining`](crate::RateLimitHint::remaining) or
+    ///   [`RateLimitHint::exhausted`](crate::RateLimitHint::exhausted): a bucket short of a request's tokens
     ///   refills them in a share of its reset, which the cost quota
     ///   computes.
-    /// - The output-token limit is [`RateLimitHint::output_tokens`]: a
+    /// - The output-token limit is [`RateLimitHint::output_tokens`](crate::RateLimitHint::output_tokens): a
     ///   [`Cost`](crate::Cost)'s output part (`max_tokens`, from which
     ///   Anthropic estimates the output at the start of a message) is
     ///   reserved from it, and the answers' counts (adjusted by Anthropic
@@ -157,8 +157,8 @@ impl RateLimitHeaders {
     }
 
     /// Discord: `x-ratelimit-remaining` with `x-ratelimit-reset-after`
-    /// ([`ResetFormat::Seconds`], with decimals), or when that is missing or
-    /// invalid, `x-ratelimit-reset` ([`ResetFormat::EpochSeconds`], with
+    /// ([`ResetFormat::Seconds`](crate::ResetFormat::Seconds), with decimals), or when that is missing or
+    /// invalid, `x-ratelimit-reset` ([`ResetFormat::EpochSeconds`](crate::ResetFormat::EpochSeconds), with
     /// decimals) for the same limit, and the quota `x-ratelimit-limit` (no
     /// window stated).
     #[must_use]

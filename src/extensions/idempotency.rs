@@ -1,0 +1,261 @@
+//! Request extension: the idempotency key, which authorises retrying a
+//! non-idempotent request and runs one attempt of it at a time, and the
+//! form it is sent in.
+
+use std::fmt;
+use std::sync::Arc;
+
+use http::HeaderValue;
+
+/// Request extension: the task's idempotency key.
+///
+/// It authorises retrying a non-idempotent method (the server promised, by
+/// supporting the key, that a repeat is applied once), it is sent on every
+/// attempt as an `Idempotency-Key` header unless the request already has
+/// that header, and it identifies the task: a second concurrent send with
+/// the same key to the same origin fails with `already_active` and sends
+/// nothing.
+///
+/// The header's form is the client's
+/// [`Policy::idempotency_key_form`](crate::Policy::idempotency_key_form):
+///
+/// - [`IdempotencyKeyForm::SfString`] (the default): the IETF httpapi
+///   draft's form, a Structured Field string, `Idempotency-Key: "order-42"`;
+///   a server that follows the draft reads the key `order-42`.
+/// - [`IdempotencyKeyForm::Raw`]: the key as it is,
+///   `Idempotency-Key: order-42`, for servers that take the raw header
+///   value as the key (Stripe and APIs modelled on it), which would read
+///   the quoted form as another key, quotes included.
+///
+/// Both forms carry the same keys: one that is empty or has a control or
+/// non-ASCII character fails with `invalid_idempotency_key` and sends
+/// nothing (the raw form also refuses a key that starts or ends with a
+/// space, which a server would trim off). The form changes only what is
+/// sent: the task is keyed by the key itself, so `order-42` is one key in
+/// both.
+///
+/// A request with an `Idempotency-Key` header and no extension is treated
+/// the same way, keyed by the header's value (quoted or bare, see
+/// [`from_header`](Self::from_header)); the header is sent as the caller
+/// wrote it, whatever the form. With both, the header wins: it is sent as
+/// written and names the key.
+///
+/// A [`local`](Self::local) key is never sent: for an API that defines no
+/// `Idempotency-Key` (Discord, Anthropic, OpenAI's chat endpoints), whose
+/// caller knows a repeat of the request is harmless.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct IdempotencyKey {
+    key: Arc<str>,
+    /// Whether it is sent as an `Idempotency-Key` header (not [`local`](Self::local)).
+    sent: bool,
+}
+
+impl IdempotencyKey {
+    /// A key; its value should be unique per logical operation.
+    #[must_use]
+    pub fn new(key: impl Into<String>) -> Self {
+        IdempotencyKey {
+            key: Arc::from(key.into()),
+            sent: true,
+        }
+    }
+
+    /// A key that is never sent: the caller's word that the request may be
+    /// retried (a `429`ed POST to an API that defines no `Idempotency-Key`,
+    /// and that refused it before doing anything), used only to run the
+    /// task one attempt at a time. Everything else is as for
+    /// [`new`](Self::new): the same keys are valid (an invalid one fails
+    /// with `invalid_idempotency_key` and sends nothing), a second
+    /// concurrent send with the same key to the same origin fails with
+    /// `already_active` (`local("a")` and `new("a")` are one key there), and
+    /// a shared store keeps its lease as it keeps any key's. A request
+    /// without a key (local or sent) of a non-idempotent method is still
+    /// never retried (`retry_not_authorized_by_contract`).
+    ///
+    /// ```
+    /// use reqwest_backpressure::IdempotencyKey;
+    /// # async fn run(client: reqwest_middleware::ClientWithMiddleware) -> reqwest_middleware::Result<()> {
+    /// // Retried on a 429; no `Idempotency-Key` header reaches the server.
+    /// let response = client
+    ///     .post("https://api.example.com/v1/messages")
+    ///     .with_extension(IdempotencyKey::local("message-42"))
+    ///     .send()
+    ///     .await?;
+    /// # Ok(()) }
+    /// assert!(IdempotencyKey::local("message-42").is_local());
+    /// assert!(!IdempotencyKey::new("message-42").is_local());
+    /// ```
+    #[must_use]
+    pub fn local(key: impl Into<String>) -> Self {
+        IdempotencyKey {
+            key: Arc::from(key.into()),
+            sent: false,
+        }
+    }
+
+    /// Whether the key is [`local`](Self::local): never sent.
+    #[must_use]
+    pub fn is_local(&self) -> bool {
+        !self.sent
+    }
+
+    /// The key's value.
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.key
+    }
+
+    /// The key as an `Idempotency-Key` header value: a Structured Field
+    /// string (RFC 8941 §3.3.3), the form the IETF httpapi draft gives it,
+    /// quoted, with `"` and `\` escaped. `None` when the key is empty or has
+    /// a character an sf-string cannot carry (controls, non-ASCII). The same
+    /// as [`header_value_in(IdempotencyKeyForm::SfString)`](Self::header_value_in).
+    ///
+    /// ```
+    /// use reqwest_backpressure::IdempotencyKey;
+    /// let v = IdempotencyKey::new(r#"order "42""#).header_value().unwrap();
+    /// assert_eq!(v, r#""order \"42\"""#);
+    /// assert!(IdempotencyKey::new("ключ").header_value().is_none());
+    /// ```
+    #[must_use]
+    pub fn header_value(&self) -> Option<HeaderValue> {
+        self.header_value_in(IdempotencyKeyForm::SfString)
+    }
+
+    /// The key as an `Idempotency-Key` header value in `form` (see
+    /// [`IdempotencyKeyForm`]). `None` when the key cannot be carried: it is
+    /// empty or has a control or non-ASCII character, in either form; in
+    /// the raw form, also when it starts or ends with a space (a recipient
+    /// trims those off the value, so it would read another key).
+    ///
+    /// ```
+    /// use reqwest_backpressure::{IdempotencyKey, IdempotencyKeyForm};
+    /// let key = IdempotencyKey::new("order-42");
+    /// assert_eq!(key.header_value_in(IdempotencyKeyForm::SfString).unwrap(), r#""order-42""#);
+    /// assert_eq!(key.header_value_in(IdempotencyKeyForm::Raw).unwrap(), "order-42");
+    /// assert!(IdempotencyKey::new("line\nbreak").header_value_in(IdempotencyKeyForm::Raw).is_none());
+    /// ```
+    #[must_use]
+    pub fn header_value_in(&self, form: IdempotencyKeyForm) -> Option<HeaderValue> {
+        let key = &*self.key;
+        if !self.is_valid() {
+            return None;
+        }
+        match form {
+            IdempotencyKeyForm::Raw => {
+                if key.starts_with(' ') || key.ends_with(' ') {
+                    return None;
+                }
+                HeaderValue::from_str(key).ok()
+            }
+            IdempotencyKeyForm::SfString => {
+                let mut out = String::with_capacity(key.len() + 2);
+                out.push('"');
+                for c in key.chars() {
+                    if matches!(c, '"' | '\\') {
+                        out.push('\\');
+                    }
+                    out.push(c);
+                }
+                out.push('"');
+                HeaderValue::from_str(&out).ok()
+            }
+        }
+    }
+
+    /// Whether the key can be carried at all: not empty, and only visible
+    /// ASCII and spaces.
+    pub(crate) fn is_valid(&self) -> bool {
+        !self.key.is_empty() && self.key.chars().all(|c| matches!(c, ' '..='~'))
+    }
+
+    /// The key an `Idempotency-Key` header value names, as the middleware
+    /// reads a header the caller set: the inner value of an sf-string
+    /// (`"order-42"`, with `\"` and `\\` escapes), else the value as sent (a
+    /// bare key, as many APIs use). Surrounding SP/HTAB is ignored. `None`
+    /// for a value that is neither: empty, a byte outside visible ASCII and
+    /// SP (so two different binary values never name one key), or a
+    /// malformed sf-string. [`header_value`](Self::header_value) and this
+    /// are inverses.
+    ///
+    /// ```
+    /// use http::HeaderValue;
+    /// use reqwest_backpressure::IdempotencyKey;
+    /// let k = IdempotencyKey::from_header(&HeaderValue::from_static(r#""a\"b""#)).unwrap();
+    /// assert_eq!(k.as_str(), "a\"b");
+    /// assert_eq!(IdempotencyKey::from_header(&HeaderValue::from_static("bare-42")).unwrap().as_str(), "bare-42");
+    /// assert!(IdempotencyKey::from_header(&HeaderValue::from_bytes(b"k\xfe").unwrap()).is_none());
+    /// ```
+    #[must_use]
+    pub fn from_header(value: &HeaderValue) -> Option<Self> {
+        let mut raw = value.as_bytes();
+        while let [b' ' | b'\t', rest @ ..] = raw {
+            raw = rest;
+        }
+        while let [rest @ .., b' ' | b'\t'] = raw {
+            raw = rest;
+        }
+        if raw.is_empty() || !raw.iter().all(|b| (b' '..=b'~').contains(b)) {
+            return None;
+        }
+        let Some(quoted) = raw.strip_prefix(b"\"") else {
+            return std::str::from_utf8(raw).ok().map(Self::new);
+        };
+        let mut key = String::with_capacity(quoted.len());
+        let mut bytes = quoted.iter();
+        while let Some(&b) = bytes.next() {
+            match b {
+                b'"' => return (bytes.next().is_none() && !key.is_empty()).then(|| Self::new(key)),
+                b'\\' => match bytes.next() {
+                    Some(&e @ (b'"' | b'\\')) => key.push(char::from(e)),
+                    _ => return None,
+                },
+                _ => key.push(char::from(b)),
+            }
+        }
+        None
+    }
+}
+
+/// How an [`IdempotencyKey`] is written into the `Idempotency-Key` header,
+/// chosen per client with
+/// [`Policy::idempotency_key_form`](crate::Policy::idempotency_key_form).
+///
+/// Servers disagree on what the header's value is. The IETF httpapi draft
+/// makes it a Structured Field string, so `"order-42"` names the key
+/// `order-42`; Stripe and the APIs modelled on it take the value as sent,
+/// so the same header names the key `"order-42"`, quotes included. Only
+/// what is sent differs: both forms accept the same keys, and a task is
+/// keyed by the key itself.
+///
+/// # Default
+///
+/// [`SfString`](Self::SfString), the draft's form.
+///
+/// ```
+/// use reqwest_backpressure::{IdempotencyKey, IdempotencyKeyForm};
+/// assert_eq!(IdempotencyKeyForm::default(), IdempotencyKeyForm::SfString);
+/// let key = IdempotencyKey::new("order-42");
+/// assert_eq!(key.header_value_in(IdempotencyKeyForm::SfString).unwrap(), r#""order-42""#);
+/// assert_eq!(key.header_value_in(IdempotencyKeyForm::Raw).unwrap(), "order-42");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum IdempotencyKeyForm {
+    /// A Structured Field string (RFC 8941 §3.3.3), quoted, with `"` and
+    /// `\` escaped: `Idempotency-Key: "order-42"`. The IETF httpapi draft's
+    /// form.
+    #[default]
+    SfString,
+    /// The key as it is: `Idempotency-Key: order-42`. For servers that take
+    /// the raw header value as the key, such as Stripe's.
+    Raw,
+}
+
+impl fmt::Debug for IdempotencyKey {
+    /// Keys may be guessable secrets; debug output shows only their length.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let local = if self.sent { "" } else { ", local" };
+        write!(f, "IdempotencyKey(<{} bytes>{local})", self.key.len())
+    }
+}
