@@ -36,7 +36,7 @@ impl OriginState {
         let maybe =
             |t: Option<Duration>| t.map_or_else(|| "-".to_owned(), |t| nanos(t).to_string());
         format!(
-            "o15 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+            "o16 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
             nanos(gate.until),
             nanos(gate.span),
             nanos(gate.server_until),
@@ -102,6 +102,8 @@ impl OriginState {
             self.recent.rejected,
             self.recent.seen,
             nanos(gate.paused_until),
+            u8::from(period.other_limit),
+            period.before_pushback,
         )
     }
 
@@ -111,7 +113,7 @@ impl OriginState {
     pub fn decode(s: &str) -> Option<Self> {
         let f: Vec<&str> = s.split(' ').collect();
         let [
-            "o15",
+            "o16",
             gate,
             span,
             server,
@@ -169,6 +171,8 @@ impl OriginState {
             recent_rejected,
             recent_seen,
             paused_until,
+            other_limit,
+            before_pushback,
         ] = f.as_slice()
         else {
             return None;
@@ -261,6 +265,8 @@ impl OriginState {
                 stated: flag(stated)?,
                 silent: flag(silent_period)?,
                 last_success: time(last_success)?,
+                other_limit: flag(other_limit)?,
+                before_pushback: before_pushback.parse().ok()?,
             },
             recent: Recent::from_parts(recent_rejected.parse().ok()?, recent_seen.parse().ok()?)?,
             first: First {
