@@ -84,6 +84,42 @@ impl OriginState {
                     retry_in.map(|d| answered.saturating_add(d)),
                 );
             }
+            Outcome::Held {
+                retry_in,
+                stated_here: false,
+            } => {
+                self.last_seen = now;
+                if cfg.gate {
+                    // Closed until the server's time; a reopening already
+                    // pending still learns from its own period, but this
+                    // hold starts none.
+                    let pending = self.gate.reopen_pending;
+                    self.gate.close(
+                        cfg.max_gate,
+                        now,
+                        answered,
+                        answered.saturating_add(retry_in),
+                    );
+                    self.gate.reopen_pending = pending;
+                }
+            }
+            Outcome::Held {
+                retry_in,
+                stated_here: true,
+            } => {
+                self.recent.rejected();
+                // The server counted the request against the other limit
+                // only: its unit of this quota comes back (unless the
+                // server stated the quota spent).
+                if self.quota.renews() {
+                    self.quota.refund(now);
+                }
+                if cfg.gate {
+                    self.period.rejected = true;
+                    self.period.other_limit = true;
+                }
+                self.hold(cfg, now, answered, Some(answered.saturating_add(retry_in)));
+            }
             Outcome::Exhausted {
                 reset_in,
                 limit,

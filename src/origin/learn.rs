@@ -129,6 +129,78 @@ impl Pace {
         probe_counted
     }
 
+    /// The gate reopens at `at` after a period in which another limit than
+    /// the stated quota (`limit` per `window`) pushed back for `span`
+    /// (GitHub's secondary limit, within the resource's quota): whether
+    /// the pace was set here. Such a time is a penalty, not the other
+    /// limit's period (GitHub's secondary limit answers `retry-after: 60`
+    /// for a limit per minute, a scaled server 3 s for one per second), so
+    /// read as a window it may teach a rate far below what that limit
+    /// admits. What the period does show is a burst the other limit
+    /// admitted (its successes): the quota is spread over its window in
+    /// equal batches no larger than that burst less a tenth (`k` batches
+    /// for `k = ceil(limit / burst)`, one each `window / k`), the first at
+    /// once. GitHub documents its secondary limits as bursts (concurrent
+    /// requests, points per minute): a burst the size of one it admitted,
+    /// spread out, meets none of them again.
+    ///
+    /// The burst is what got through before the other limit first answered
+    /// (later successes may have found it with room again: a concurrency
+    /// limit frees as answers leave): smaller bursts cost nothing of the
+    /// quota's rate, only where in its window its last ones leave. When
+    /// the other limit pushes back again, the batches are derived anew
+    /// from what the last one got through.
+    ///
+    /// Chosen first only when faster than the batches the period would
+    /// teach read as a window (what it admitted per `span`): a server whose
+    /// penalty is the limit's own period (GitHub's per-minute limits with
+    /// a minute's `retry-after`, under an hourly quota) keeps that pace,
+    /// cut as ever when pushed back again ([`reopen`](Self::reopen)).
+    pub(super) fn within_quota(
+        &mut self,
+        at: Duration,
+        span: Duration,
+        period: &Period,
+        (limit, window): (u64, Duration),
+    ) -> bool {
+        // What got through: before the other limit first answered, or, in
+        // sub-batches already, what the last one got through.
+        let admitted = match self.mode {
+            Mode::Unpaced | Mode::SlowStart { .. } => period.before_pushback,
+            Mode::Batches(b) if b.spread.is_zero() && b.admitted < b.size => b.admitted,
+            _ => 0,
+        };
+        if admitted == 0 || window.is_zero() {
+            return false;
+        }
+        let burst = to_count(f64::from(admitted) * TUNING.cut_factor).max(1);
+        let limit = u32::try_from(limit).unwrap_or(u32::MAX);
+        let parts = limit.div_ceil(burst).max(1);
+        let size = limit.div_ceil(parts);
+        let every = window / parts;
+        let spread = f64::from(size) / every.as_secs_f64().max(f64::MIN_POSITIVE);
+        let as_window = f64::from(period.successes) / batch_every(span).as_secs_f64();
+        if matches!(self.mode, Mode::Unpaced | Mode::SlowStart { .. }) && spread <= as_window {
+            return false;
+        }
+        self.mode = Mode::Batches(Batches {
+            size,
+            every,
+            left: size,
+            admitted: 0,
+            start: at,
+            spread: Duration::ZERO,
+        });
+        // A new queue (the slots of the one before are void), its first
+        // batch free at once.
+        self.settled = Duration::ZERO;
+        self.reserved = 0;
+        self.queue = self.queue.wrapping_add(1);
+        self.next_slot = at;
+        self.raised_at = at;
+        true
+    }
+
     /// The batch a first measured period shows (see [`reopen`](Self::reopen)),
     /// or slow start when it admitted nothing countable or was quiet when
     /// it was pushed back.

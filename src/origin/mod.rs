@@ -81,6 +81,23 @@ pub enum Outcome {
         /// How long from now the server asked to wait.
         retry_in: Option<Duration>,
     },
+    /// Another limit of the request's set pushed back for a time that holds
+    /// this one as well (GitHub's secondary limit, which holds the whole
+    /// origin while the answer speaks of the resource's quota): the gate
+    /// closes until then, never earlier, but the period is no measure of
+    /// this limit's own rate, so its pace learns nothing from it.
+    ///
+    /// With `stated_here`, the answer's rate-limit statement is this
+    /// limit's, and its quota had units left (GitHub's resource, when the
+    /// secondary limit rejected): the request's unit comes back, and the
+    /// period the hold ends teaches the quota to leave in smaller bursts
+    /// (see `Pace::within_quota`).
+    Held {
+        /// How long from now the server asked to wait.
+        retry_in: Duration,
+        /// Whether the answer's statement is this limit's own.
+        stated_here: bool,
+    },
     /// The origin admitted the request, but its rate-limit headers say the
     /// quota is exhausted until `reset_in` from now: the gate closes until
     /// then, before any `429` (the proactive gate).
@@ -471,9 +488,21 @@ impl OriginState {
         // The probe's head start counts from when it leaves: a first task
         // that asks late (a round trip to a shared store, a busy runtime)
         // must not find the batch behind it already due.
-        let by_quota = (self.quota.renews() && self.gate.span > self.quota.window)
-            || (self.tokens.quota.renews() && !self.period.rejected);
-        let probe = if by_quota {
+        // Another limit than the stated quota rejected (GitHub's secondary
+        // one): its time is a penalty, not its period.
+        let other = self.period.other_limit && self.quota.renews();
+        let by_quota = !other
+            && ((self.quota.renews() && self.gate.span > self.quota.window)
+                || (self.tokens.quota.renews() && !self.period.rejected));
+        let probe = if other
+            && self.pace.within_quota(
+                gate.max(now),
+                self.gate.span,
+                &self.period,
+                (self.quota.limit, self.quota.window),
+            ) {
+            false
+        } else if by_quota {
             // A quota of known size governs again after a penalty (a
             // `Retry-After` longer than its window): it, not the rate the
             // penalty let through, is what the origin admits. A shorter

@@ -24,6 +24,14 @@ pub(super) struct Period {
     pub(super) silent: bool,
     /// Its last success read.
     pub(super) last_success: Duration,
+    /// Whether a pushback with a time came while the stated quota had
+    /// units left: another limit than the quota (GitHub's secondary one)
+    /// rejected, after admitting what the period's successes count.
+    pub(super) other_limit: bool,
+    /// Its successes read before its first pushback: what a burst got
+    /// through before a limit answered (later ones may have been admitted
+    /// once that limit had room again).
+    pub(super) before_pushback: u32,
 }
 
 impl Period {
@@ -37,6 +45,8 @@ impl Period {
             stated: false,
             silent: false,
             last_success: now,
+            other_limit: false,
+            before_pushback: 0,
         }
     }
 
@@ -47,6 +57,10 @@ impl Period {
         if measuring && now.saturating_sub(self.start) > TUNING.epoch_max {
             self.start = now;
             self.successes = 0;
+            self.before_pushback = 0;
+        }
+        if self.first_pushback.is_none() {
+            self.before_pushback = self.before_pushback.saturating_add(1);
         }
         self.last_success = self.last_success.max(now);
         self.successes = self.successes.saturating_add(1);

@@ -36,7 +36,7 @@ impl OriginState {
         let maybe =
             |t: Option<Duration>| t.map_or_else(|| "-".to_owned(), |t| nanos(t).to_string());
         format!(
-            "o17 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+            "o18 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
             nanos(gate.until),
             nanos(gate.span),
             nanos(gate.server_until),
@@ -123,6 +123,8 @@ impl OriginState {
             self.output.high,
             self.output.seen,
             nanos(self.output.stated_at),
+            u8::from(period.other_limit),
+            period.before_pushback,
         )
     }
 
@@ -132,7 +134,7 @@ impl OriginState {
     pub fn decode(s: &str) -> Option<Self> {
         let f: Vec<&str> = s.split(' ').collect();
         let [
-            "o17",
+            "o18",
             gate,
             span,
             server,
@@ -211,6 +213,8 @@ impl OriginState {
             output_high,
             output_seen,
             output_stated_at,
+            other_limit,
+            before_pushback,
         ] = f.as_slice()
         else {
             return None;
@@ -330,6 +334,8 @@ impl OriginState {
                 stated: flag(stated)?,
                 silent: flag(silent_period)?,
                 last_success: time(last_success)?,
+                other_limit: flag(other_limit)?,
+                before_pushback: before_pushback.parse().ok()?,
             },
             recent: Recent::from_parts(recent_rejected.parse().ok()?, recent_seen.parse().ok()?)?,
             first: First {

@@ -77,6 +77,11 @@ pub(crate) struct Answered {
     pub(crate) statement: Option<String>,
     /// The scope a pushback in it holds.
     pub(crate) pushback: Option<String>,
+    /// Whether a pushback in it is another limit's than the statement's
+    /// scope (GitHub's secondary limit: its time holds the origin, which
+    /// learns no rate from it; the statement's resource learns that its
+    /// quota must be spent in smaller bursts).
+    pub(crate) other_limit: bool,
 }
 
 impl Route {
@@ -216,6 +221,7 @@ impl Route {
             Rule::Declared(_) => Answered {
                 statement: mine(),
                 pushback: mine(),
+                other_limit: false,
             },
             Rule::GitHub(documented) => {
                 let named = vendor::github_answer_resource(headers).map(super::key::clean);
@@ -242,6 +248,7 @@ impl Route {
                     } else {
                         resource.clone()
                     },
+                    other_limit: secondary && scoped_status && resource.is_some(),
                     statement: resource,
                 }
             }
@@ -267,6 +274,7 @@ impl Route {
                         bucket.clone()
                     },
                     statement: bucket,
+                    other_limit: false,
                 }
             }
             Rule::Partitions => match vendor::ietf_partition(headers) {
@@ -294,6 +302,7 @@ impl Route {
                 Answered {
                     statement: None,
                     pushback: map.admits(origin, object, max).then(|| object.clone()),
+                    other_limit: false,
                 }
             }
         }
@@ -314,6 +323,7 @@ impl Route {
         Answered {
             statement: Some(pk.clone()),
             pushback: Some(pk),
+            other_limit: false,
         }
     }
 }

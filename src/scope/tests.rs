@@ -51,6 +51,7 @@ fn both(scope: Option<&str>) -> Answered {
     Answered {
         statement: scope.map(str::to_owned),
         pushback: scope.map(str::to_owned),
+        other_limit: false,
     }
 }
 
@@ -149,9 +150,11 @@ fn github_secondary_limits_and_outages_hold_the_origin() {
     let secondary = headers(&[("x-ratelimit-resource", "core"), ("retry-after", "3")]);
     let a = answered(&policy, &map, Some(&r), "/repos/o/r", 429, &secondary);
     assert_eq!((a.statement.as_deref(), a.pushback), (Some("core"), None));
+    assert!(a.other_limit, "another limit than core's quota");
     let outage = headers(&[("x-ratelimit-resource", "core")]);
     let a = answered(&policy, &map, Some(&r), "/repos/o/r", 503, &outage);
     assert_eq!(a.pushback, None, "a 503 is the origin's");
+    assert!(!a.other_limit);
     // No resource named: no GitHub statement.
     let bare = answered(
         &policy,

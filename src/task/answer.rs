@@ -208,15 +208,28 @@ impl<S: Store> Task<'_, S> {
             .plan(&mut self.state, &pushback, now, fastrand::u64(..));
         // The limit it pushes back for: its scope's, or the origin's (or a
         // redirect's target's).
-        let held = match self.answered_scopes(&response).pushback {
+        let scopes = self.answered_scopes(&response);
+        let held = match scopes.pushback {
             Some(scope) => Cow::Owned(key::limit_key(&self.origin, Some(&scope))),
             None => Cow::Borrowed(&*answered),
         };
-        self.record(
-            Cow::Borrowed(&*held),
-            self.planner.origin_outcome(&pushback, &decision),
-        )
-        .await;
+        let outcome = self.planner.origin_outcome(&pushback, &decision);
+        match (scopes.other_limit, scopes.statement, outcome) {
+            // Another limit than its resource's (GitHub's secondary one):
+            // it holds the origin, which learns no rate from a penalty;
+            // the resource, whose quota had units left, learns to spend
+            // it in smaller bursts.
+            (true, Some(scope), Outcome::Pushback { retry_in: Some(d) }) => {
+                let resource = key::limit_key(&self.origin, Some(&scope));
+                let held_by = |stated_here| Outcome::Held {
+                    retry_in: d,
+                    stated_here,
+                };
+                self.record(Cow::Borrowed(&*held), held_by(false)).await;
+                self.record(Cow::Owned(resource), held_by(true)).await;
+            }
+            _ => self.record(Cow::Borrowed(&*held), outcome).await,
+        }
         if self.planner.needs_budget(&pushback, &decision) {
             let budget = &policy.retry_budget;
             let granted = self.withdraw(budget).await;

@@ -188,10 +188,11 @@ fn the_ideal_sends_each_request_when_both_limits_first_admit_it() {
         quota: 4,
         window: secs(2),
     };
-    // Windows open at 0 (1.5 s long), 1.5 s, 3.5 s, …
+    // Windows open at 0 (1.5 s long), 1.5 s, 4.5 s, … (each later one a
+    // second longer than 2 s: the server's reset is the whole second after).
     assert_eq!(ideal(&r, None, ms(1500), 4), Duration::ZERO);
     assert_eq!(ideal(&r, None, ms(1500), 8), ms(1500));
-    assert_eq!(ideal(&r, None, ms(1500), 9), ms(3500));
+    assert_eq!(ideal(&r, None, ms(1500), 9), ms(4500));
     // At most 3 in any second: 3 at 0 and 1 at 1 s; then 2 at 1.5 s
     // (the one at 1 s is still in the span), 1 at 2 s, 1 at 2.5 s.
     let sec = Secondary {

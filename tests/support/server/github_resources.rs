@@ -202,6 +202,18 @@ impl ResourcesState {
         self.arrivals.iter().filter(|a| a.answer == kind).count()
     }
 
+    /// Secondary-limit answers to requests that arrived `after` the
+    /// first request or later.
+    pub fn secondary_after(&self, after: Duration) -> usize {
+        let Some(first) = self.arrivals.first().map(|a| a.at) else {
+            return 0;
+        };
+        self.arrivals
+            .iter()
+            .filter(|a| a.answer == Some(Answer::Secondary) && a.at - first >= after)
+            .count()
+    }
+
     /// The gateway's `502`s.
     pub fn bad_gateways(&self) -> usize {
         self.arrivals.iter().filter(|a| a.status == 502).count()
@@ -221,6 +233,19 @@ impl ResourcesState {
             .rfind(|a| matches!(a.answer, Some(Answer::Ok | Answer::Refused)))?
             .at;
         Some(last - first)
+    }
+
+    /// Each window of `resource`: when it opened (from the first request
+    /// to the API) and how long it lasted.
+    pub fn windows(&self, resource: &str) -> Vec<(Duration, Duration)> {
+        let Some(first) = self.arrivals.first().map(|a| a.at) else {
+            return Vec::new();
+        };
+        self.windows.get(resource).map_or_else(Vec::new, |ws| {
+            ws.iter()
+                .map(|w| (w.opened.duration_since(first), w.length()))
+                .collect()
+        })
     }
 
     /// The length of `resource`'s first window (from its first request to
@@ -369,8 +394,12 @@ impl Judge for ResourcesState {
 /// for a client that sends each at the earliest instant every limit
 /// admits it, so is never refused. Its first window lasts `first_window`
 /// (the server's, [`ResourcesState::first_window`]), every later one
-/// exactly `resource.window`; a secondary limit admits `points` requests
-/// (one point each) in any `span`.
+/// `resource.window` and a second more: the server resets a window on the
+/// whole epoch second `ceil(opened + window)`, and a window opened after
+/// the last reset's instant by any time at all resets a whole second after
+/// `reset + window` (no request arrives at the instant itself). A
+/// secondary limit admits `points` requests (one point each) in any
+/// `span`.
 pub fn ideal(
     resource: &Resource,
     secondary: Option<&Secondary>,
@@ -385,7 +414,7 @@ pub fn ideal(
     for _ in 0..n {
         loop {
             if t >= reset {
-                (used, reset) = (0, t + resource.window);
+                (used, reset) = (0, t + resource.window + Duration::from_secs(1));
             }
             while log.front().is_some_and(|&a| t >= a + span) {
                 log.pop_front();
