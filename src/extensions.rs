@@ -68,6 +68,26 @@ impl Deadline {
 ///     .await?;
 /// # Ok(()) }
 /// ```
+///
+/// # Which quota it is spent from
+///
+/// A `Cost` is spent from the quotas in cost units of the limits the
+/// request falls under: one the answers state (OpenAI's
+/// `x-ratelimit-*-tokens`, Anthropic's `anthropic-ratelimit-*tokens-*`) or
+/// one declared with [`Quota::units`](crate::Quota::units) (for the origin
+/// with [`Policy::quota`](crate::Policy::quota), for a scope with
+/// [`Policy::scope_quota`](crate::Policy::scope_quota)). A quota in
+/// requests counts the request as one, whatever its cost. For an LLM call,
+/// declare the prompt's tokens plus its `max_tokens` (the most the answer
+/// may use, which the API reserves too): the stated remaining then
+/// reconciles what was really used (the smaller wins within a window).
+/// Without a declared cost, the mean cost per request learned from how the
+/// stated remaining falls stands in; before any fall is seen, the first
+/// answer's distance from the whole window (the first contact's own cost)
+/// does, so the first burst is held to what the window pays for. A
+/// rejection that the token quota explains (less left than a request costs)
+/// holds the origin until the reset like a spent quota and teaches no pace
+/// in requests: the token quota, renewed, governs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Cost(u64);
 
@@ -117,20 +137,70 @@ impl Cost {
 /// [`from_header`](Self::from_header)); the header is sent as the caller
 /// wrote it, whatever the form. With both, the header wins: it is sent as
 /// written and names the key.
+///
+/// A [`local`](Self::local) key is never sent: for an API that defines no
+/// `Idempotency-Key` (Discord, Anthropic, OpenAI's chat endpoints), whose
+/// caller knows a repeat of the request is harmless.
 #[derive(Clone, PartialEq, Eq, Hash)]
-pub struct IdempotencyKey(Arc<str>);
+pub struct IdempotencyKey {
+    key: Arc<str>,
+    /// Whether it is sent as an `Idempotency-Key` header (not [`local`](Self::local)).
+    sent: bool,
+}
 
 impl IdempotencyKey {
     /// A key; its value should be unique per logical operation.
     #[must_use]
     pub fn new(key: impl Into<String>) -> Self {
-        IdempotencyKey(Arc::from(key.into()))
+        IdempotencyKey {
+            key: Arc::from(key.into()),
+            sent: true,
+        }
+    }
+
+    /// A key that is never sent: the caller's word that the request may be
+    /// retried (a `429`ed POST to an API that defines no `Idempotency-Key`,
+    /// and that refused it before doing anything), used only to run the
+    /// task one attempt at a time. Everything else is as for
+    /// [`new`](Self::new): the same keys are valid (an invalid one fails
+    /// with `invalid_idempotency_key` and sends nothing), a second
+    /// concurrent send with the same key to the same origin fails with
+    /// `already_active` (`local("a")` and `new("a")` are one key there), and
+    /// a shared store keeps its lease as it keeps any key's. A request
+    /// without a key (local or sent) of a non-idempotent method is still
+    /// never retried (`retry_not_authorized_by_contract`).
+    ///
+    /// ```
+    /// use reqwest_backpressure::IdempotencyKey;
+    /// # async fn run(client: reqwest_middleware::ClientWithMiddleware) -> reqwest_middleware::Result<()> {
+    /// // Retried on a 429; no `Idempotency-Key` header reaches the server.
+    /// let response = client
+    ///     .post("https://api.example.com/v1/messages")
+    ///     .with_extension(IdempotencyKey::local("message-42"))
+    ///     .send()
+    ///     .await?;
+    /// # Ok(()) }
+    /// assert!(IdempotencyKey::local("message-42").is_local());
+    /// assert!(!IdempotencyKey::new("message-42").is_local());
+    /// ```
+    #[must_use]
+    pub fn local(key: impl Into<String>) -> Self {
+        IdempotencyKey {
+            key: Arc::from(key.into()),
+            sent: false,
+        }
+    }
+
+    /// Whether the key is [`local`](Self::local): never sent.
+    #[must_use]
+    pub fn is_local(&self) -> bool {
+        !self.sent
     }
 
     /// The key's value.
     #[must_use]
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.key
     }
 
     /// The key as an `Idempotency-Key` header value: a Structured Field
@@ -165,20 +235,21 @@ impl IdempotencyKey {
     /// ```
     #[must_use]
     pub fn header_value_in(&self, form: IdempotencyKeyForm) -> Option<HeaderValue> {
-        if self.0.is_empty() || !self.0.chars().all(|c| matches!(c, ' '..='~')) {
+        let key = &*self.key;
+        if !self.is_valid() {
             return None;
         }
         match form {
             IdempotencyKeyForm::Raw => {
-                if self.0.starts_with(' ') || self.0.ends_with(' ') {
+                if key.starts_with(' ') || key.ends_with(' ') {
                     return None;
                 }
-                HeaderValue::from_str(&self.0).ok()
+                HeaderValue::from_str(key).ok()
             }
             IdempotencyKeyForm::SfString => {
-                let mut out = String::with_capacity(self.0.len() + 2);
+                let mut out = String::with_capacity(key.len() + 2);
                 out.push('"');
-                for c in self.0.chars() {
+                for c in key.chars() {
                     if matches!(c, '"' | '\\') {
                         out.push('\\');
                     }
@@ -188,6 +259,12 @@ impl IdempotencyKey {
                 HeaderValue::from_str(&out).ok()
             }
         }
+    }
+
+    /// Whether the key can be carried at all: not empty, and only visible
+    /// ASCII and spaces.
+    pub(crate) fn is_valid(&self) -> bool {
+        !self.key.is_empty() && self.key.chars().all(|c| matches!(c, ' '..='~'))
     }
 
     /// The key an `Idempotency-Key` header value names, as the middleware
@@ -276,7 +353,8 @@ pub enum IdempotencyKeyForm {
 impl fmt::Debug for IdempotencyKey {
     /// Keys may be guessable secrets; debug output shows only their length.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "IdempotencyKey(<{} bytes>)", self.0.len())
+        let local = if self.sent { "" } else { ", local" };
+        write!(f, "IdempotencyKey(<{} bytes>{local})", self.key.len())
     }
 }
 

@@ -204,6 +204,13 @@ impl<S: Store> RetryAfterMiddleware<S> {
                 Some(IdempotencyKey::from_header(value).ok_or(Error::InvalidIdempotencyKey)?)
             }
             None => match extensions.get::<IdempotencyKey>() {
+                // Never sent: it only authorises the retry and keys the task.
+                Some(key) if key.is_local() => {
+                    if !key.is_valid() {
+                        return Err(Error::InvalidIdempotencyKey);
+                    }
+                    Some(key.clone())
+                }
                 Some(key) => {
                     let form = planner.policy().idempotency_key_form;
                     let value = key
@@ -228,6 +235,7 @@ impl<S: Store> RetryAfterMiddleware<S> {
             req.method(),
             req.url().path(),
             extensions.get::<Scope>(),
+            key.as_ref().map(IdempotencyKey::as_str),
         );
         let task = Task::new(
             planner,

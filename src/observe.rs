@@ -50,6 +50,40 @@
 //! let middleware = RetryAfterMiddleware::new(Policy::default()).with_observer(Waits::default());
 //! # drop(middleware);
 //! ```
+//!
+//! # The limits' status
+//!
+//! What a limit holds is decided inside the store, not by one task, so the
+//! store tells it: [`Store::origin_status`](crate::Store::origin_status)
+//! answers an [`OriginStatus`](crate::origin::OriginStatus) (`None` for an
+//! origin it does not know), times counted from now: `gate_closed_for()`
+//! (the gate, or a spent stated quota), `reserved()` (paced slots whose
+//! tasks have not sent yet), `next_slot_in()` (what a task asking now would
+//! wait for), `pace()` (shown as `50 per 1.02 s`) and `quota_left()`.
+//! [`Store::scope_status`](crate::Store::scope_status) answers the same for
+//! one scope (the name as the events carry it), so a GitHub client sees
+//! `search` spent while `core` runs. Over a shared store it is every
+//! process's view. The middleware moves into the client: keep a clone of
+//! the store (clones share their state) and pass it to
+//! [`RetryAfterMiddleware::with_store`](crate::RetryAfterMiddleware::with_store),
+//! or take `middleware.store().clone()` first.
+//!
+//! `cargo run --example progress` is what a CLI author copies: an
+//! `indicatif` bar of requests done, tasks waiting and stopped (from an
+//! observer of 20 lines), and the origin's slots, next free slot, gate and
+//! pace (from `origin_status`, read on the bar's 100 ms tick):
+//!
+//! ```text
+//!  0s [=======>                      ] 50/200 done · waiting 150 · stopped 0 · slots   0 · gate reopens in 0.8 s · unpaced
+//!  2s [===============>              ] 100/200 done · waiting 100 · stopped 0 · slots 100 · next free slot in 3.4 s · gate open · pace 50 per 1.02 s
+//! ```
+//!
+//! The other two ways to watch it: metrics (feature `metrics`,
+//! `metrics::MetricsObserver`, labels bounded) and `tracing` events (the
+//! crate docs' table). A test sends requests with an `Authorization`
+//! header, cookies, a query token, user info in the URL and an idempotency
+//! key, and checks that none of their values (nor the path) appears in any
+//! `tracing` event, observer event or metric label.
 
 use std::fmt;
 use std::time::{Duration, SystemTime};

@@ -28,6 +28,65 @@ use std::time::Duration;
 /// ([`units`](Self::units): tokens) is spent by each request's
 /// [`Cost`](crate::Cost).
 ///
+/// # Known quotas: stated, declared, in tokens, in flight
+///
+/// Learning a limit only by being refused costs every first burst a wave of `429`s. Where the limit
+/// is known, the crate spends it before the send instead:
+///
+/// - **Stated.** An answer's rate-limit headers that give the quota's size (`RateLimit-Policy`'s
+///   `q` and `w`, the vendors' limit headers) and a reset make a quota that admissions spend and
+///   that renews at the reset with the whole quota, with no probe: each window's requests leave at
+///   its start, and the server sees no more than it states. An answer to a request sent before the
+///   current window opened speaks of an earlier one and changes nothing (servers round their reset
+///   up: a late answer of the last window would otherwise empty the next), unless it states the
+///   current window's reset (answers applied out of order). A spent answer's reset holds even when
+///   earlier than one stated before (a bucket's next unit), and no unit comes back to it. The renewed window's
+///   reset is a guess (the last reset plus the window: without a stated `w`, the longest reset
+///   stated, counted from the request's send) until an answer of that window states it; the first
+///   that does replaces it, later or earlier (express-rate-limit and GitHub open a window at the
+///   first request after the last one ended, later than the guess). After a penalty longer
+///   than the window (a `Retry-After` of 3 s on a 2 s quota) the quota governs again; a shorter
+///   pushback is another limit (GitHub's secondary one within its hourly quota) and its pace is
+///   learned; the request it rejected gives its unit of the quota back (the server counted it
+///   against the other limit only; the window's next statement still binds where it is smaller),
+///   never past the quota's size, and never to a spent quota, which holds until its reset.
+/// - **First contact.** While a new origin's first answer is outstanding, the other requests to it
+///   wait for it (`Policy::first_contact`, 500 ms at most, never past their deadline; they ask again
+///   after as long as the first has been out, 2 to 50 ms), so a stated quota is known before the
+///   burst leaves. One wait per origin: an answer that is late, or lost (a transport error), ends it
+///   for the whole burst at once. Through the Redis store the first answer is written at once, and a stated quota
+///   once per window, so four processes wait for one first request and spend one quota.
+/// - **Declared.** `Policy::quota(origin, Quota::per_second(10))` paces an origin from its very
+///   first request: a window (the default) leaves in batches of its count, each a little more than
+///   its span after the last request of the one before, so no span of it ever holds more, whatever
+///   the server's alignment (safe against fixed windows, sliding logs and buckets of that size);
+///   `.refilled()` is a bucket (GCRA: the burst, then one per interval, a margin behind the bucket's
+///   own times). The origin is a URL's (`https://api.github.com`) or a bare host. Declared and
+///   stated quotas combine, one in requests and one in units per origin; the tightest binds. A
+///   declared quota is the caller's own knowledge, not a server delay: a task waits for its slot
+///   while its deadline allows (`max_wait` and `max_total_wait` do not cap it). It binds whatever
+///   the pace learns: a reopened gate, a stated quota and the probe after its hold go on from the
+///   slots already handed out, and units count when their request leaves. Slots, not sends, are
+///   spaced: a request that leaves late after its slot (a slow shared store) narrows the gap.
+/// - **Tokens.** A request's `Cost` extension (an LLM call's prompt plus its most output tokens) is
+///   reserved from the origin's quota in tokens (OpenAI's `x-ratelimit-*-tokens`, Anthropic's
+///   `anthropic-ratelimit-*tokens-*`, or one declared with `Quota::per_minute(90_000).units()`),
+///   holds the request while the quota is short of it, is given back by a request not sent, and is
+///   reconciled by the answer's stated remaining (the smaller wins within a window). Without a
+///   declared cost, the mean cost per request learned from how the stated remaining falls stands in;
+///   before any fall is seen, the first answer's distance from the whole window (the first
+///   contact's own cost) does, so the first burst is held to what the window pays for. A rejection
+///   that the token quota explains (less left than a request costs) holds the origin until the reset
+///   like a spent quota and teaches no pace in requests: the token quota, renewed, governs.
+/// - **In flight.** `Policy::max_in_flight(origin, 100)` (GitHub's concurrency limit), or a cap the
+///   server states (`RateLimit-Policy: "c";q=10;qu="concurrent-requests"`), is held as a permit
+///   from before the send until the answer's headers arrive, given back while a task waits for a
+///   retry or when it is dropped (in this process).
+///
+/// Quotas of a scope: [`Policy::scope_quota`](crate::Policy::scope_quota)
+/// (see [`Scope`](crate::Scope)); a quota declared for the origin binds all
+/// its scopes together.
+///
 /// ```
 /// use std::time::Duration;
 /// use reqwest_backpressure::{Policy, Quota};
@@ -156,13 +215,20 @@ pub(crate) enum Target {
     Origin(String),
     /// Every origin of this host (lower case), whatever its scheme or port.
     Host(String),
-    /// What was given could not be read as either.
+    /// `*`: every origin the policy calls that no origin or host
+    /// declaration covers.
+    Any,
+    /// What was given could not be read as any of these.
     Invalid,
 }
 
 impl Target {
-    /// `scheme://host[:port]` (a URL; its path is ignored), or a bare host.
+    /// `scheme://host[:port]` (a URL; its path is ignored), a bare host, or
+    /// `*` (every origin).
     pub(crate) fn parse(given: &str) -> Self {
+        if given.trim() == "*" {
+            return Target::Any;
+        }
         if given.contains("://") {
             match reqwest::Url::parse(given) {
                 Ok(url) if url.host_str().is_some() => {
@@ -189,9 +255,37 @@ impl Target {
         match self {
             Target::Origin(o) => o == origin,
             Target::Host(h) => host_of(origin) == Some(h.as_str()),
+            Target::Any => true,
             Target::Invalid => false,
         }
     }
+
+    /// How specific it is: an origin (0) before a host (1) before `*` (2).
+    fn rank(&self) -> u8 {
+        match self {
+            Target::Origin(_) | Target::Invalid => 0,
+            Target::Host(_) => 1,
+            Target::Any => 2,
+        }
+    }
+}
+
+/// Of the declarations that apply to `origin`, the value of the most
+/// specific (an origin's URL, else its host, else `*`), the latest
+/// declared among equals.
+pub(crate) fn most_specific<'a, T: 'a>(
+    declared: impl DoubleEndedIterator<Item = (&'a Target, T)>,
+    origin: &str,
+) -> Option<T> {
+    let mut best: Option<(u8, T)> = None;
+    for (target, value) in declared.rev() {
+        let rank = target.rank();
+        if best.as_ref().is_some_and(|(r, _)| *r <= rank) || !target.matches(origin) {
+            continue;
+        }
+        best = Some((rank, value));
+    }
+    best.map(|(_, value)| value)
 }
 
 /// The host of `scheme://host:port`.

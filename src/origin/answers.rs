@@ -67,6 +67,14 @@ impl OriginState {
         match outcome {
             Outcome::Admitted => self.on_success_under(cfg, now),
             Outcome::Pushback { retry_in } => {
+                // A limit whose first event is a pushback (a scope an
+                // answer named) holds for its declared pace's own hold,
+                // as one that admitted a request first would.
+                if let Some(declared) = cfg.declared
+                    && !self.pace.is_paced()
+                {
+                    self.pace.bound(now, declared);
+                }
                 // A time too large to add is an enormous time: the gate
                 // closes for its cap, it is not a pushback without a time.
                 self.reject(

@@ -48,6 +48,27 @@ pub use pushback::Pushback;
 
 /// Why a task stopped retrying. The [`code`](StopReason::code) strings are
 /// stable: match on them in logs and dashboards.
+///
+/// The rows that lead to each, in the order they are checked, are the
+/// [decision table](crate#decisions-and-stop-codes) of the crate docs. A
+/// stopped task returns the last real response (the pushback itself) with
+/// a [`RetryReport`](crate::RetryReport) whose
+/// [`retry_at`](crate::RetryReport::retry_at) says when to come back, when
+/// the server said: never earlier than the server's own time. Things that
+/// never reached the server are an [`Error`](crate::Error) with its own
+/// code (`already_active`, `origin_gate_closed`, …).
+///
+/// | code | when |
+/// |---|---|
+/// | `retry_not_authorized_by_contract` | a `POST`/`PATCH` (not idempotent) without an [`IdempotencyKey`](crate::IdempotencyKey) |
+/// | `body_not_replayable` | a streaming body, which cannot be sent twice |
+/// | `attempt_budget_exhausted` | `max_attempts` sends made (the first counts) |
+/// | `deadline_exhausted` | the deadline passed, or the retry could not leave before it less `send_reserve` |
+/// | `invalid_retry_after` | a `Retry-After` that does not parse: never guessed at |
+/// | `missing_retry_after` | no time given and [`Fallback::Stop`](crate::Fallback::Stop) |
+/// | `wait_budget_exhausted` | a server delay over `max_wait` (never clamped), or `max_total_wait` spent |
+/// | `retry_budget_exhausted` | a retry at a delay of our own that no gate holds, with the client-wide budget empty |
+/// | `store_unavailable` | a shared store failing closed could not answer before the retry |
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum StopReason {
@@ -57,6 +78,11 @@ pub enum StopReason {
     /// The request body is a stream and cannot be sent again. Code
     /// `body_not_replayable`.
     BodyNotReplayable,
+    /// The server said the request must not be retried (Stripe's
+    /// `Stripe-Should-Retry: false`, read under
+    /// [`RateLimitHeaders::stripe`](crate::RateLimitHeaders::stripe)). Code
+    /// `server_said_do_not_retry`.
+    ServerSaidDoNotRetry,
     /// `max_attempts` sends were made. Code `attempt_budget_exhausted`.
     AttemptBudgetExhausted,
     /// The task's deadline has passed, or the retry could not be sent before
@@ -86,6 +112,7 @@ impl StopReason {
         match self {
             StopReason::RetryNotAuthorizedByContract => "retry_not_authorized_by_contract",
             StopReason::BodyNotReplayable => "body_not_replayable",
+            StopReason::ServerSaidDoNotRetry => "server_said_do_not_retry",
             StopReason::AttemptBudgetExhausted => "attempt_budget_exhausted",
             StopReason::DeadlineExhausted => "deadline_exhausted",
             StopReason::InvalidRetryAfter => "invalid_retry_after",

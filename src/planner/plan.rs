@@ -126,6 +126,7 @@ impl Planner {
     /// |---|---|
     /// | not authorised by contract | `retry_not_authorized_by_contract` |
     /// | body not replayable | `body_not_replayable` |
+    /// | the server said not to retry | `server_said_do_not_retry` |
     /// | attempts ≥ `max_attempts` | `attempt_budget_exhausted` |
     /// | `now` ≥ deadline | `deadline_exhausted` |
     /// | `Retry-After` invalid | `invalid_retry_after` |
@@ -158,6 +159,9 @@ impl Planner {
         }
         if !pushback.body_replayable {
             return stop(task, StopReason::BodyNotReplayable);
+        }
+        if pushback.server_said_do_not_retry {
+            return stop(task, StopReason::ServerSaidDoNotRetry);
         }
         if task.attempts >= p.max_attempts {
             return stop(task, StopReason::AttemptBudgetExhausted);

@@ -20,6 +20,10 @@ pub struct Pushback {
     pub retry_authorized: bool,
     /// Whether the request can be sent again (its body is not a stream).
     pub body_replayable: bool,
+    /// Whether the server said this request must not be retried (Stripe's
+    /// `Stripe-Should-Retry: false`): the task stops with
+    /// `server_said_do_not_retry`.
+    pub server_said_do_not_retry: bool,
     /// Whether a missing `Retry-After` falls back to the policy's
     /// [`Fallback`](crate::Fallback), or stops (`missing_retry_after`).
     /// True for every pushback the middleware sees: a `429`, a `503` and any
@@ -48,6 +52,7 @@ impl Pushback {
             received_at,
             retry_authorized: true,
             body_replayable: true,
+            server_said_do_not_retry: false,
             fallback_allowed: true,
             gated: true,
             rate_limit: None,
@@ -74,6 +79,7 @@ impl Pushback {
             received_at,
             retry_authorized: true,
             body_replayable: true,
+            server_said_do_not_retry: false,
             fallback_allowed: true,
             gated: true,
             rate_limit,

@@ -39,6 +39,44 @@ pub enum Fallback {
 /// with [`Policy::validate`] (which
 /// [`RetryAfterMiddleware::try_new`](crate::RetryAfterMiddleware::try_new) calls).
 ///
+/// # Defaults, and why
+///
+/// | setting | default | why |
+/// |---|---|---|
+/// | `max_attempts` | 3 (counts the first send) | enough to ride out a window boundary, few enough that the task ends while its caller still cares |
+/// | `max_wait` | 60 s per server delay | rate-limit windows are rarely longer; a longer delay is a server asking to be left alone |
+/// | `max_total_wait` | 120 s | two full `max_wait`s |
+/// | `default_deadline` | 120 s | a bound for requests without a `Deadline` |
+/// | `missing_retry_after` | `Fallback::Delay(2 s)` | a pushback with no time is retried: through the origin's gate (its hold, then the pace; no delay of the task's own, no budget spent), or, with the gate off, after one short jittered pause spending the retry budget. `Fallback::Stop` stops instead (`missing_retry_after`) |
+/// | `jitter` | up to 250 ms, added | tasks told the same second do not return in the same millisecond; never counted toward `max_total_wait`, and added only within what is left of it, so it never turns a wait the budgets allow into a stop |
+/// | `send_reserve` | 100 ms | a retry that could leave only at the deadline could not finish |
+/// | `statuses` | `429`, `503` | RFC 6585 §4 and RFC 9110 §15.6.4 |
+/// | `origin_gate` | on | a `Retry-After` speaks for the origin: requests not yet rejected would only add to the burst |
+/// | `pacing` | on | the queue behind a reopened gate leaves in batches of what the origin admitted per period, one batch a period, not all at once (works through the gate: with `origin_gate(false)` it has no effect) |
+/// | `retry_budget` | 20% of first sends + 10/s | reqwest's and Finagle's figures; spent only by retries at a delay of our own that no origin gate holds |
+/// | `rate_limit_headers` | `RateLimitHeaders::ietf()` | the standard fields, in their unambiguous forms; vendor presets are opt-in because their names collide (`x-ratelimit-reset` is epoch seconds at GitHub, something else elsewhere) |
+/// | `proactive_gate` | on | a server that says its quota is 0 is answered with waiting, not with `429`s |
+/// | `quota` | none declared | an origin's quota is read from its rate-limit headers; a declared one (`Policy::quota(origin, Quota::per_second(10))`, `.refilled()` for a bucket, `.units()` for tokens) paces the very first burst, where nothing is stated yet |
+/// | `max_in_flight` | none declared | most APIs cap a rate, not concurrency; GitHub's 100 concurrent requests is a declaration away, and a cap the server states (`qu="concurrent-requests"`) holds anyway |
+/// | `first_contact` | 500 ms | the other requests to a new origin wait (never past their deadline) for its first answer, which may state the quota: a burst that left beside it meets a whole wave of `429`s. A round trip is rarely longer; an answer slower than that is the server's work, and the burst goes. `Duration::ZERO` turns it off |
+/// | `max_scopes` | 256 per origin ([`DEFAULT_MAX_SCOPES`]) | a server naming a new bucket in every answer costs a bounded map; a request past the bound falls under its origin's limit alone; unused scopes make room after five minutes; `0` turns scopes off |
+/// | `idempotency_key_form` | `IdempotencyKeyForm::SfString`: `Idempotency-Key: "order-42"` | the IETF httpapi draft's form; `IdempotencyKeyForm::Raw` sends `order-42` for servers that take the raw value as the key (Stripe's), which would read the quoted one as `"order-42"`, quotes included |
+///
+/// A fallback delay longer than `max_wait` is capped at `max_wait` (it is local policy, not a
+/// server's time). Invalid combinations (0 attempts, zero budgets, `max_wait` > `max_total_wait`,
+/// `send_reserve` ≥ `default_deadline`, pacing without the gate, a retry budget ratio outside
+/// 0–1, a non-error status, a declared quota of 0, or over a span under 1 ms or over 366 days)
+/// are a typed `InvalidPolicy` (`origin_gate(false)` with pacing on is valid: there is simply no
+/// queue to pace) from `Policy::validate()` / `RetryAfterMiddleware::try_new`;
+/// `RetryAfterMiddleware::new` never panics: with an invalid policy it refuses every request with
+/// `invalid_policy` and sends nothing.
+///
+/// Vendor presets ([`Policy::github`], [`Policy::discord`],
+/// [`Policy::openai`], [`Policy::anthropic`], …) are this default with what
+/// each vendor documents.
+///
+/// # Example
+///
 /// ```
 /// use std::time::Duration;
 /// use reqwest_backpressure::{Fallback, Policy};
@@ -314,15 +352,19 @@ impl Policy {
 
     /// Declares the quota of `origin`: a URL's origin
     /// (`https://api.example.com`, any path ignored, the scheme's port
-    /// unless one is given) or a bare host (`api.example.com`: every scheme
-    /// and port). Requests to it are paced to the quota from the very first
+    /// unless one is given), a bare host (`api.example.com`: every scheme
+    /// and port), or `*`: every origin this policy calls that no URL or
+    /// host declaration covers (a vendor preset's documented rate, which
+    /// the caller changes by declaring `*` again, or a URL or host).
+    /// Requests to it are paced to the quota from the very first
     /// ([`Quota`] says how each shape is kept), with no first wave of
     /// `429`s; the origin's rate-limit headers still count, and the tightest
     /// binds. A quota in requests and one in cost units ([`Quota::units`])
     /// for the same origin both bind. Declared again for the same origin in
     /// the same unit, the later declaration replaces the earlier; an origin
-    /// matched by both its URL and its host takes the URL's (per unit). Needs `origin_gate`; shared through the store like
-    /// the gate (each process declares the same).
+    /// matched by several takes the most specific (per unit): its URL's,
+    /// else its host's, else `*`'s. Needs `origin_gate`; shared through the
+    /// store like the gate (each process declares the same).
     ///
     /// An origin that cannot be read, a count of 0, or a span under a
     /// millisecond or over [`Quota::LONGEST_SPAN`] (366 days) make the
@@ -336,6 +378,12 @@ impl Policy {
     /// let policy = Policy::default().quota("https://api.openai.com", Quota::per_minute(500));
     /// assert!(policy.validate().is_ok());
     /// assert!(Policy::default().quota("not a host", Quota::per_second(5)).validate().is_err());
+    ///
+    /// // Stripe's live-mode rate for every origin, and test mode's for one.
+    /// let policy = Policy::default()
+    ///     .quota("*", Quota::per_second(100))
+    ///     .quota("https://sandbox.example.com", Quota::per_second(25));
+    /// assert!(policy.validate().is_ok());
     /// ```
     #[must_use]
     pub fn quota(mut self, origin: &str, quota: Quota) -> Self {

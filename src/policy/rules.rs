@@ -7,7 +7,7 @@ use http::{HeaderMap, StatusCode};
 
 use super::Policy;
 use crate::origin::PacingConfig;
-use crate::quota::{Quota, Target};
+use crate::quota::{Quota, Target, most_specific};
 use crate::ratelimit::RateLimitHint;
 use crate::retry_after::Hint;
 
@@ -35,7 +35,10 @@ impl Policy {
     /// headers declare it and `rate_limit` (what they read on this answer)
     /// says the quota is exhausted; or they declare it with
     /// [`RateLimitHeaders::pushback_status_with_retry_after`](crate::RateLimitHeaders::pushback_status_with_retry_after) and the
-    /// answer's `headers` carry a valid `Retry-After`.
+    /// answer's `headers` carry a valid `Retry-After`; or, with
+    /// [`RateLimitHeaders::stripe`](crate::RateLimitHeaders::stripe), the
+    /// status is an error and the server invites a retry
+    /// (`Stripe-Should-Retry: true`).
     ///
     /// Any other answer is returned as it is and never retried: its
     /// [`RetryReport`](crate::RetryReport) counts the attempts and names
@@ -67,7 +70,9 @@ impl Policy {
         rate_limit: &RateLimitHint,
         headers: &HeaderMap,
     ) -> bool {
-        if self.is_pushback(status, rate_limit.exhausted()) {
+        if self.is_pushback(status, rate_limit.exhausted())
+            || self.rate_limit_headers.retry_invited(status, headers)
+        {
             return true;
         }
         self.rate_limit_headers
@@ -96,23 +101,18 @@ impl Policy {
     }
 
     /// The quota declared for `origin` in requests (with `units`: in cost
-    /// units): for its URL, else for its host.
+    /// units): for its URL, else for its host, else for `*`.
     fn declared_quota(&self, origin: &str, units: bool) -> Option<Quota> {
         if self.quotas.iter().all(|(_, q)| q.is_units() != units) {
             return None;
         }
-        let find = |by_host: bool| {
+        most_specific(
             self.quotas
                 .iter()
-                .rev()
-                .find(|(t, q)| {
-                    q.is_units() == units
-                        && matches!(t, Target::Host(_)) == by_host
-                        && t.matches(origin)
-                })
-                .map(|(_, q)| *q)
-        };
-        find(false).or_else(|| find(true))
+                .filter(|(_, q)| q.is_units() == units)
+                .map(|(t, q)| (t, *q)),
+            origin,
+        )
     }
 
     /// The cap on requests in flight declared for `origin`.
@@ -157,7 +157,7 @@ impl Policy {
         for (target, n) in &self.in_flight {
             if *target == Target::Invalid {
                 return Err(E::Quota(
-                    "a cap's origin is neither scheme://host[:port] nor a host",
+                    "a cap's origin is neither scheme://host[:port], a host, nor *",
                 ));
             }
             if *n == 0 {
@@ -167,7 +167,7 @@ impl Policy {
         for (target, quota) in &self.quotas {
             if *target == Target::Invalid {
                 return Err(E::Quota(
-                    "a declared quota's origin is neither scheme://host[:port] nor a host",
+                    "a declared quota's origin is neither scheme://host[:port], a host, nor *",
                 ));
             }
             if let Some(why) = quota.invalid() {
@@ -254,17 +254,7 @@ pub enum InvalidPolicy {
 }
 
 /// What is declared for `origin` in `declared`: for its URL, else for its
-/// host (the latest declaration of each).
+/// host, else for `*` (the latest declaration of each).
 fn declared_for<T: Copy>(declared: &[(Target, T)], origin: &str) -> Option<T> {
-    if declared.is_empty() {
-        return None;
-    }
-    let find = |by_host: bool| {
-        declared
-            .iter()
-            .rev()
-            .find(|(t, _)| matches!(t, Target::Host(_)) == by_host && t.matches(origin))
-            .map(|(_, v)| *v)
-    };
-    find(false).or_else(|| find(true))
+    most_specific(declared.iter().map(|(t, v)| (t, *v)), origin)
 }

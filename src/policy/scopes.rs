@@ -5,7 +5,7 @@
 use http::Method;
 
 use super::Policy;
-use crate::quota::{Quota, Target};
+use crate::quota::{Quota, Target, most_specific};
 use crate::scope::key::clean;
 
 /// How many scopes an origin has at most, by default (see
@@ -58,28 +58,25 @@ impl DeclaredScopes {
     }
 
     /// The quota declared for `scope` of `origin` in requests (with
-    /// `units`: in cost units): for its URL, else for its host.
+    /// `units`: in cost units): for its URL, else for its host, else for
+    /// `*`.
     pub(crate) fn quota(&self, origin: &str, scope: &str, units: bool) -> Option<Quota> {
-        let find = |by_host: bool| {
+        most_specific(
             self.quotas
                 .iter()
-                .rev()
-                .find(|(t, s, q)| {
-                    q.is_units() == units
-                        && s == scope
-                        && matches!(t, Target::Host(_)) == by_host
-                        && t.matches(origin)
-                })
-                .map(|(_, _, q)| *q)
-        };
-        find(false).or_else(|| find(true))
+                .filter(|(_, s, q)| q.is_units() == units && s == scope)
+                .map(|(t, _, q)| (t, *q)),
+            origin,
+        )
     }
 
     /// Why these declarations cannot be used, if they cannot.
     pub(crate) fn invalid(&self) -> Option<&'static str> {
         for (target, scope, quota) in &self.quotas {
             if *target == Target::Invalid {
-                return Some("a scope quota's origin is neither scheme://host[:port] nor a host");
+                return Some(
+                    "a scope quota's origin is neither scheme://host[:port], a host, nor *",
+                );
             }
             if scope.is_empty() {
                 return Some("a scope's name is empty");
@@ -90,7 +87,9 @@ impl DeclaredScopes {
         }
         for rule in &self.rules {
             if rule.target == Target::Invalid {
-                return Some("a scope rule's origin is neither scheme://host[:port] nor a host");
+                return Some(
+                    "a scope rule's origin is neither scheme://host[:port], a host, nor *",
+                );
             }
             if rule.scope.is_empty() {
                 return Some("a scope's name is empty");
@@ -247,6 +246,48 @@ mod tests {
         );
         assert_eq!(policy.scopes.quota(o, "t3", false), None);
         assert_eq!(policy.scopes.quota(o, "t1", true), None);
+    }
+
+    #[test]
+    fn a_star_quota_covers_the_origins_nothing_more_specific_does() {
+        let o = "https://a.example:443";
+        let other = "https://b.example:443";
+        let quota = |p: &Policy, key: &str| p.pacing_config(key).declared;
+        let star = Policy::default().quota("*", Quota::per_second(100));
+        assert_eq!(quota(&star, o), Some(Quota::per_second(100)));
+        assert_eq!(quota(&star, other), Some(Quota::per_second(100)));
+        // A host or a URL wins over `*`, whichever was declared first.
+        let host = Policy::default()
+            .quota("a.example", Quota::per_second(25))
+            .quota("*", Quota::per_second(100));
+        assert_eq!(quota(&host, o), Some(Quota::per_second(25)));
+        assert_eq!(quota(&host, other), Some(Quota::per_second(100)));
+        let url = star
+            .clone()
+            .quota("a.example", Quota::per_second(25))
+            .quota("https://a.example", Quota::per_second(5));
+        assert_eq!(quota(&url, o), Some(Quota::per_second(5)));
+        // Declared again, `*` replaces `*`.
+        let again = star.quota("*", Quota::per_second(25));
+        assert_eq!(quota(&again, other), Some(Quota::per_second(25)));
+        assert!(again.validate().is_ok());
+        // A scope's quota for `*`, and a scope rule for `*`.
+        let scoped = Policy::default()
+            .scope_quota("*", "search", Quota::per_minute(30))
+            .scope_rule("*", None, "/search", "search");
+        assert_eq!(
+            scoped.scopes.quota(o, "search", false),
+            Some(Quota::per_minute(30))
+        );
+        assert_eq!(
+            scoped.scopes.rule_for(o, &Method::GET, "/search/x"),
+            Some("search")
+        );
+        assert!(scoped.validate().is_ok());
+        for bad in ["**", "*.example.com", "* x"] {
+            let p = Policy::default().quota(bad, Quota::per_second(1));
+            assert!(p.validate().is_err(), "{bad}");
+        }
     }
 
     #[test]

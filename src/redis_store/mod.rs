@@ -111,6 +111,57 @@ const CAS_ROUNDS: u32 = 256;
 /// # Ok(()) }
 /// ```
 ///
+/// # What is shared
+///
+/// Between all processes using the same Redis and prefix:
+///
+/// - **Key leases**: one running task per idempotency key (per origin)
+///   across every process; a second worker sending the same key gets
+///   `already_active` and sends nothing.
+/// - **Every limit**: an origin's gate, quota and pace, and each of its
+///   scopes' (a GitHub resource, a Discord bucket, an IETF partition, a
+///   declared scope): a `Retry-After` seen by one worker holds every
+///   worker's requests to that limit, a stated quota is spent once, and the
+///   learned pace is one pace for all. Through the store, an origin's first
+///   answer is written at once and a stated quota once per window, so four
+///   processes wait for one first request and spend one quota.
+/// - **The retry budget**.
+///
+/// Writes go through [`Coalesced`](crate::store::Coalesced): each process
+/// has one writer per limit; the admissions and answers that queue while it
+/// writes are applied in order in its next read and compare-and-set, and an
+/// answer's times (`Retry-After`, a reset) count from when it was received,
+/// not from when it is written; an admission that changes nothing is a
+/// read. Key names never hold a URL, a query string or an idempotency key
+/// in clear. Redis must not evict keys (`maxmemory-policy noeviction`): an
+/// evicted lease is a forgotten one. The scripts need Redis 5 or later.
+///
+/// # When Redis is away or restarts empty
+///
+/// Each operation times out after [`op_timeout`](RedisStore::op_timeout)
+/// (500 ms). [`FailMode::Open`] (the default) goes on with this process's
+/// own state, with a `warn` event and the observer's `on_local_state`;
+/// [`FailMode::Closed`] refuses a request that has sent nothing yet with
+/// `store_unavailable`, and a task that already holds a pushback returns
+/// it with stop code `store_unavailable` (no request is sent twice because
+/// of the fault; an answer already received is always returned). Only the
+/// first operation waits to find Redis away (on a cluster, the first on
+/// each slot); then the fail mode applies at once while one background
+/// probe asks Redis again.
+///
+/// When Redis restarts empty (no persistence) it forgets every lease. Each
+/// process re-asserts the leases it holds about once a second, and failing
+/// closed no lease is given out while Redis is younger than
+/// [`restart_grace`](RedisStore::restart_grace). Failing open does not
+/// wait: a held key can be taken by another process for up to the
+/// heartbeat's second. [`connect`](RedisStore::connect) fails when Redis is
+/// unreachable at start-up; [`connect_lazy`](RedisStore::connect_lazy) does
+/// not wait for it (the fail mode applies until Redis answers). A release
+/// that Redis did not confirm is sent again, after 0.1 s doubling up to
+/// 2 s, until it is or the lease has expired; a process that exits first
+/// leaves it to its TTL (the task's deadline). What the fault runs
+/// measured is in the repository's `RELIABILITY.md`.
+///
 /// # What it does not promise
 ///
 /// - **Shared times follow the Redis host's clock.** A step of that clock
@@ -168,6 +219,9 @@ const CAS_ROUNDS: u32 = 256;
 ///   bucket at once, each on the clock of the node serving it;
 /// - `{prefix}origin:{sha1}`: an origin's state, one key (its slot spreads
 ///   origins over the primaries);
+/// - `{prefix}origin:{<origin hash>}:<scope hash>`: a scope's limit (a
+///   GitHub resource, a Discord bucket, …), in its origin's slot, with the
+///   same idle TTL;
 /// - `{prefix}budget`: the retry budget, one key on one primary (every
 ///   process updates it: it is the one shared hot key).
 ///

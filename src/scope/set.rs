@@ -7,6 +7,7 @@
 //! | declared ([`Scope`](crate::Scope), [`Policy::scope_rule`](crate::Policy::scope_rule)) | the declared scope | the declared scope, pushbacks included |
 //! | GitHub (`x-ratelimit-resource`) | the resource its last answer on this route named, else the one GitHub documents for the path | the named resource; a pushback with `retry-after` (the secondary limit), or naming no resource, holds the origin |
 //! | Discord (`X-RateLimit-Bucket`) | the bucket the route's last answer named, with the route's major parameter; before that the route itself (one request at a time, the first contact of its limit) | the bucket; a `429` with `X-RateLimit-Global` or scope `global`, or naming no bucket, holds the origin |
+//! | Stripe (`Stripe-Should-Retry`) | its object's, once an answer said the object was busy; before that none: the origin's limit alone | a pushback carrying `Stripe-Should-Retry` (a `lock_timeout`): its object; any other answer: the origin |
 //! | IETF (`pk`) | the partition the path's last answer named; at an origin known to partition, an unmapped path its own route (one request at a time until its answer names its partition) | the partition its `RateLimit` names; none named: the origin |
 //! | none of these | none: the origin's limit alone | the origin |
 //!
@@ -34,6 +35,9 @@ enum Rule {
     Discord { major: String, global: bool },
     /// IETF partitions (`pk`).
     Partitions,
+    /// Stripe's objects: the scope of the object the request names (see
+    /// [`vendor::stripe::stripe_object`]).
+    Stripe(String),
 }
 
 /// What decides a request's limits: kept by its task while a scope may
@@ -88,6 +92,7 @@ impl Route {
         method: &Method,
         path: &str,
         declared: Option<&crate::Scope>,
+        key: Option<&str>,
     ) -> Option<Box<Route>> {
         if policy.scopes.max == 0 || !policy.origin_gate {
             return None;
@@ -119,6 +124,13 @@ impl Route {
                     major: d.major,
                 },
                 route: d.route,
+            }));
+        }
+        if scoping.stripe {
+            let object = vendor::stripe::stripe_object(path, key);
+            return Some(Box::new(Route {
+                route: object.clone(),
+                rule: Rule::Stripe(object),
             }));
         }
         if scoping.ietf_partitions && map.learned_any() {
@@ -157,6 +169,9 @@ impl Route {
                 None if map.knows(origin) => format!("route:{}", self.route),
                 None => return None,
             },
+            // Its object's limit once an answer said the object was busy;
+            // until then the origin's alone.
+            Rule::Stripe(_) => map.learned(origin, &self.route)?,
         };
         map.admits(origin, &scope, max).then_some(scope)
     }
@@ -258,6 +273,29 @@ impl Route {
                 Some(pk) if scoped_status => route.partition(map, origin, &pk, max),
                 _ => Answered::default(),
             },
+            // Stripe's word on this one request (a `lock_timeout`) is its
+            // object's; its rate limiter says nothing of the kind.
+            Rule::Stripe(object) => {
+                // `true` on an error (a pushback then), or `false` on a
+                // pushback status; a `false` on a declined card is no
+                // pushback, and teaches nothing.
+                let error = status.is_client_error() || status.is_server_error();
+                let speaks = match crate::ratelimit::should_retry(headers) {
+                    Some(true) => error,
+                    Some(false) => matches!(status.as_u16(), 429 | 503),
+                    None => false,
+                };
+                if !speaks {
+                    return Answered::default();
+                }
+                if !map.learn(origin, &route.route, object, max) {
+                    return Answered::default();
+                }
+                Answered {
+                    statement: None,
+                    pushback: map.admits(origin, object, max).then(|| object.clone()),
+                }
+            }
         }
     }
 

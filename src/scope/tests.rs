@@ -17,7 +17,7 @@ fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
 }
 
 fn route(policy: &Policy, map: &ScopeMap, method: Method, path: &str) -> Option<Box<Route>> {
-    Route::of(policy, map, O, &method, path, None)
+    Route::of(policy, map, O, &method, path, None, None)
 }
 
 fn scope_of(policy: &Policy, map: &ScopeMap, method: Method, path: &str) -> Option<String> {
@@ -72,7 +72,7 @@ fn without_scopes_a_request_falls_under_its_origin_alone() {
     let off = Policy::default().max_scopes(0);
     let declared = Scope::new("t1");
     assert_eq!(
-        Route::of(&off, &map, O, &Method::GET, "/", Some(&declared)),
+        Route::of(&off, &map, O, &Method::GET, "/", Some(&declared), None),
         None
     );
 }
@@ -84,8 +84,16 @@ fn a_declared_scope_wins_and_its_answers_are_its_own() {
         .rate_limit_headers(RateLimitHeaders::github())
         .scope_rule(O, Some(Method::POST), "/v1/charges", "charges");
     let declared = Scope::new("tenant-7");
-    let r =
-        Route::of(&policy, &map, O, &Method::GET, "/search/x", Some(&declared)).expect("a route");
+    let r = Route::of(
+        &policy,
+        &map,
+        O,
+        &Method::GET,
+        "/search/x",
+        Some(&declared),
+        None,
+    )
+    .expect("a route");
     assert_eq!(r.scope(&map, O, 8).as_deref(), Some("tenant-7"));
     let a = answered(
         &policy,
@@ -274,4 +282,70 @@ fn discords_global_limit_applies_once_the_origin_answers_as_discord() {
     assert_eq!(super::pacing_config(&policy, &map, O, false).declared, None);
     let github = Policy::default().rate_limit_headers(RateLimitHeaders::github());
     assert_eq!(super::pacing_config(&github, &map, O, true).declared, None);
+}
+
+#[test]
+fn stripe_a_lock_timeout_holds_its_object_and_the_rate_limiter_the_origin() {
+    let map = ScopeMap::default();
+    let policy = Policy::stripe();
+    let path = "/v1/customers/cus_001";
+    let object = "object:customers/cus_001";
+    let r = route(&policy, &map, Method::POST, path).expect("a route");
+    // Before an answer names the object busy: the origin's limit alone.
+    assert_eq!(r.scope(&map, O, policy.scopes.max), None);
+    // The rate limiter's 429 (no Stripe-Should-Retry): the origin's.
+    let limiter = answered(&policy, &map, Some(&r), path, 429, &headers(&[]));
+    assert_eq!(limiter, Answered::default());
+    // A lock timeout: its object's.
+    let lock = headers(&[("stripe-should-retry", "true")]);
+    let held = answered(&policy, &map, Some(&r), path, 429, &lock);
+    assert_eq!(held.pushback.as_deref(), Some(object));
+    assert_eq!(held.statement, None);
+    // From then on the object's requests fall under its limit...
+    assert_eq!(
+        scope_of(&policy, &map, Method::POST, "/v1/customers/cus_001/sources").as_deref(),
+        Some(object)
+    );
+    // ...and its successes speak for the origin.
+    assert_eq!(
+        answered(&policy, &map, Some(&r), path, 200, &headers(&[])),
+        Answered::default()
+    );
+    // A declined card's `false` is no pushback: it teaches nothing.
+    let declined = Route::of(
+        &policy,
+        &map,
+        O,
+        &Method::POST,
+        "/v1/charges/ch_9",
+        None,
+        None,
+    )
+    .expect("a route");
+    let no = headers(&[("stripe-should-retry", "false")]);
+    let answer = answered(&policy, &map, Some(&declined), "/v1/charges/ch_9", 402, &no);
+    assert_eq!(answer, Answered::default());
+    assert_eq!(
+        scope_of(&policy, &map, Method::POST, "/v1/charges/ch_9"),
+        None
+    );
+    // Another object's requests do not.
+    assert_eq!(
+        scope_of(&policy, &map, Method::POST, "/v1/customers/cus_002"),
+        None
+    );
+    // A create names no object: its key does (never shown as such).
+    let create = Route::of(
+        &policy,
+        &map,
+        O,
+        &Method::POST,
+        "/v1/customers",
+        None,
+        Some("order-42"),
+    )
+    .expect("a route");
+    let held = answered(&policy, &map, Some(&create), "/v1/customers", 409, &lock);
+    let scope = held.pushback.expect("its key's scope");
+    assert!(scope.starts_with("object:key:") && !scope.contains("order-42"));
 }

@@ -344,5 +344,7 @@ pub(crate) fn bounded(mut text: String, max: usize) -> String {
     text
 }
 
+pub(crate) mod stripe;
+
 #[cfg(test)]
 mod tests;

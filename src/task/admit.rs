@@ -119,6 +119,7 @@ impl<'a, S: Store> Task<'a, S> {
             request.method(),
             request.url().path(),
             None,
+            None,
         );
         self.route.is_some()
     }
@@ -189,6 +190,14 @@ impl<'a, S: Store> Task<'a, S> {
                 }
             }
             if !again {
+                if self.rescope() {
+                    // An answer taught the task's scope while its limits
+                    // were asked (the scope may be spent): it asks the
+                    // scope too, and what it was granted to send at once
+                    // goes back first.
+                    self.permit.give_back_spent();
+                    continue;
+                }
                 return Ok(admitted.unwrap_or_else(Instant::now));
             }
         }

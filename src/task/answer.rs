@@ -123,20 +123,24 @@ impl<S: Store> Task<'_, S> {
         let mine = self.scope_key.as_deref();
         match statement {
             None => {
+                if let Some(mine) = mine {
+                    self.record(Cow::Borrowed(mine), Outcome::Admitted).await;
+                }
                 self.record(origin, outcome).await;
             }
             Some(scope) => {
+                // The scope's statement first, the origin's answer last:
+                // recording the origin's ends its first contact, and the
+                // tasks that waited for it then ask the scope, which must
+                // already know what its statement said.
                 let key = key::limit_key(&self.origin, Some(&scope));
-                self.record(origin, Outcome::Admitted).await;
-                if mine == Some(key.as_str()) {
-                    self.record(Cow::Owned(key), outcome).await;
-                    return;
-                }
+                let other = mine.filter(|mine| *mine != key.as_str());
                 self.record(Cow::Owned(key), outcome).await;
+                if let Some(mine) = other {
+                    self.record(Cow::Borrowed(mine), Outcome::Admitted).await;
+                }
+                self.record(origin, Outcome::Admitted).await;
             }
-        }
-        if let Some(mine) = mine {
-            self.record(Cow::Borrowed(mine), Outcome::Admitted).await;
         }
     }
 
@@ -158,6 +162,8 @@ impl<S: Store> Task<'_, S> {
         let pushback = Pushback {
             retry_authorized: contract.retry_authorized,
             body_replayable: contract.replayable,
+            server_said_do_not_retry: policy.rate_limit_headers.server_says_retry(headers)
+                == Some(false),
             // The retry passes this origin's gate, not that of a
             // redirect's target.
             gated: matches!(answered, Cow::Borrowed(_)),

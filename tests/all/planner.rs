@@ -167,6 +167,30 @@ fn row_5_invalid_retry_after() {
 }
 
 #[test]
+fn the_server_saying_do_not_retry_stops_whatever_it_asked_for() {
+    let p = planner(policy());
+    let t0 = Instant::now();
+    for hint in [Hint::Missing, Hint::Delay(secs(1)), invalid()] {
+        let mut task = sent(&p, t0 + secs(60), t0);
+        let pb = Pushback {
+            server_said_do_not_retry: true,
+            ..pushback(hint)
+        };
+        let d = p.plan(&mut task, &pb, t0, 0);
+        assert_stop(&task, d, "server_said_do_not_retry");
+    }
+    // After the contract's own rows: an unauthorised POST is that.
+    let mut task = sent(&p, t0 + secs(60), t0);
+    let pb = Pushback {
+        server_said_do_not_retry: true,
+        retry_authorized: false,
+        ..delay(1)
+    };
+    let d = p.plan(&mut task, &pb, t0, 0);
+    assert_stop(&task, d, "retry_not_authorized_by_contract");
+}
+
+#[test]
 fn row_6_missing_retry_after_with_fallback_stop() {
     let p = planner(policy().missing_retry_after(Fallback::Stop));
     let t0 = Instant::now();
@@ -520,6 +544,7 @@ fn stop_reason_codes_are_stable() {
             "retry_not_authorized_by_contract",
         ),
         (StopReason::BodyNotReplayable, "body_not_replayable"),
+        (StopReason::ServerSaidDoNotRetry, "server_said_do_not_retry"),
         (
             StopReason::AttemptBudgetExhausted,
             "attempt_budget_exhausted",
@@ -1134,6 +1159,7 @@ fn make_pushback(
         received_at,
         retry_authorized: authorized,
         body_replayable: replayable,
+        server_said_do_not_retry: false,
         fallback_allowed,
         // The model plans the fallback delay: no gate holds these retries
         // (the gate's row has tests of its own).

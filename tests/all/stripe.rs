@@ -21,6 +21,11 @@
 //! three attempts (two of 300 did, with the pace fixed). No pace avoids
 //! that; only fewer updates of a customer in flight together do.
 
+/// `Policy::stripe()`: its figure and the variations the docs allow (a
+/// module of this one, so it runs with the vendors' figure tests).
+#[path = "stripe_preset.rs"]
+mod preset;
+
 use futures_util::StreamExt;
 use reqwest_backpressure::{IdempotencyKey, Policy, Quota};
 

@@ -8,6 +8,7 @@ fn each_preset_turns_on_its_own_vendors_scope_rules() {
         github,
         discord,
         ietf_partitions,
+        ..Scoping::default()
     };
     assert_eq!(
         RateLimitHeaders::github().scoping(),
@@ -22,6 +23,13 @@ fn each_preset_turns_on_its_own_vendors_scope_rules() {
     assert_eq!(
         RateLimitHeaders::default().scoping(),
         only(false, false, true)
+    );
+    assert_eq!(
+        RateLimitHeaders::stripe().scoping(),
+        Scoping {
+            stripe: true,
+            ..Scoping::default()
+        }
     );
     for no_scopes in [
         RateLimitHeaders::none(),
@@ -38,6 +46,7 @@ fn combined_presets_keep_the_scope_rules_of_both_whatever_the_order() {
         github: true,
         discord: true,
         ietf_partitions: true,
+        ..Scoping::default()
     };
     let a = RateLimitHeaders::github()
         .and(RateLimitHeaders::discord())

@@ -22,6 +22,7 @@ mod future_size;
 mod gate;
 mod http_date;
 mod idempotency;
+mod local_key;
 #[cfg(feature = "metrics")]
 mod metrics;
 mod observe;

@@ -55,6 +55,7 @@ pub(crate) fn violation(check: Check, detail: String) -> Violation {
 const STOP_CODES: &[&str] = &[
     "retry_not_authorized_by_contract",
     "body_not_replayable",
+    "server_said_do_not_retry",
     "attempt_budget_exhausted",
     "deadline_exhausted",
     "invalid_retry_after",
@@ -234,13 +235,22 @@ fn early(run: &Run, out: &mut Vec<Violation>) {
         let shared = policy.origin_gate
             && (told.pushback || policy.proactive_gate)
             && known_by(run, told.task, told.received);
-        let from = told.received + run.scenario.store.latency.saturating_mul(2);
+        let plan = &run.scenario.origins[told.origin];
+        // What the answer told is in the store a leg after it arrived; an
+        // admission read applied before that answers stale, a leg later.
+        // A request under two limits (GitHub's resource, Discord's bucket,
+        // and the origin) reads the second with a fresh read of the first
+        // beside it, and leaves when both have answered: the first's read
+        // may have been applied before the record while the second's
+        // answer comes a whole round trip after, so one leg more.
+        let scoped = matches!(plan.family, Family::GitHub | Family::Discord);
+        let legs = if scoped { 3 } else { 2 };
+        let from = told.received + run.scenario.store.latency.saturating_mul(legs);
         // Discord limits per route (its bucket), and a route learns its
         // bucket from its own first answer: a send on a route none of
         // whose answers had arrived cannot know that it shares the bucket
         // a statement, or a `429`, spoke of (discord.js and twilight send
         // it too). A `503` is the origin's, every route's.
-        let plan = &run.scenario.origins[told.origin];
         let bucket_only = plan.family == Family::Discord && (!told.pushback || plan.refusal != 503);
         for s in &run.log.sent {
             if s.origin != told.origin || s.at >= named_by(run, told, s.at) {
@@ -274,11 +284,14 @@ fn early(run: &Run, out: &mut Vec<Violation>) {
 }
 
 /// Whether an answer to a send on `task`'s route (its method) at `origin`
-/// had reached the client by `at`.
+/// had reached the client by `at`, when `task` sent at `at` (that send's
+/// own answer, back at once from a server with no latency, does not
+/// count).
 fn route_answered(run: &Run, task: usize, origin: usize, at: Duration) -> bool {
     let get = |t: usize| matches!(run.scenario.tasks[t].method, Method::Get);
     run.log.sent.iter().any(|p| {
-        p.origin == origin
+        !(p.task == task && p.at == at)
+            && p.origin == origin
             && p.answered
             && get(p.task) == get(task)
             && p.done.is_some_and(|d| d <= at)

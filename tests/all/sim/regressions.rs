@@ -232,3 +232,12 @@ fn a_spent_quotas_reset_is_not_anticipated_seed_20126() {
 fn a_declared_bucket_is_not_overspent_seed_7629() {
     assert_seed(7629);
 }
+
+/// Discord: a route's first answer said its bucket was spent; the tasks
+/// that had waited for the origin's first answer asked the bucket before
+/// the answer's statement was recorded on it (the origin's record, which
+/// woke them, came first), and sent into it.
+#[test]
+fn a_scope_knows_its_statement_before_the_first_contact_ends_seed_407() {
+    assert_seed(407);
+}

@@ -22,6 +22,17 @@
 //!   `Stripe-Should-Retry: true` (Stripe's SDKs retry a lock timeout, and
 //!   not a rate limit). It takes no lock itself.
 //!
+//! - **Variations** the docs allow, off unless configured: an object
+//!   Stripe's own process holds ([`StripeConfig::busy`]: every update of
+//!   it in that span meets the lock, as the `lock_timeout` error's text
+//!   says: "another API request or Stripe process is currently accessing
+//!   it"), and an object whose updates Stripe refuses with
+//!   `Stripe-Should-Retry: false` ([`StripeConfig::refused`]). Stripe
+//!   documents that header through its SDKs only (they retry on `true`,
+//!   never on `false`, before any other rule), not which answers carry
+//!   `false`: here a `429` for that one object, the case where the header
+//!   changes what a client does.
+//!
 //! A `200` carries the updated object (`{"id": …, "object": "customer"}`).
 //! Every request is recorded in an [`Arrivals`] log (its path and
 //! `Idempotency-Key`, on the server's clock), and what it was answered in
@@ -48,12 +59,23 @@ pub struct StripeConfig {
     pub rate: u32,
     /// How long an admitted update holds its object's lock.
     pub lock: Duration,
+    /// An object Stripe's own process holds from the first request on, for
+    /// this long: every update of it meanwhile gets `lock_timeout`.
+    pub busy: Option<(&'static str, Duration)>,
+    /// An object whose every update gets `429` with
+    /// `Stripe-Should-Retry: false`.
+    pub refused: Option<&'static str>,
 }
 
 impl StripeConfig {
     /// Test mode's 25 requests a second, and a lock of `lock`.
     pub fn test_mode(lock: Duration) -> Self {
-        StripeConfig { rate: 25, lock }
+        StripeConfig {
+            rate: 25,
+            lock,
+            busy: None,
+            refused: None,
+        }
     }
 }
 
@@ -66,6 +88,8 @@ pub enum StripeAnswer {
     RateLimited,
     /// `429` `lock_timeout`: its object was busy.
     LockTimeout,
+    /// `429` with `Stripe-Should-Retry: false`: its object refused.
+    Refused,
 }
 
 /// What the server saw and answered.
@@ -84,6 +108,8 @@ pub struct StripeState {
     refilled: Option<Instant>,
     /// Per object: when its last admitted update arrived.
     locked: HashMap<String, Instant>,
+    /// When the first request arrived.
+    first: Option<Instant>,
 }
 
 impl StripeState {
@@ -105,10 +131,21 @@ impl StripeState {
             self.tokens = (self.tokens + refill).min(rate);
         }
         self.refilled = Some(now);
+        self.first.get_or_insert(now);
         if self.tokens < 1.0 {
             return StripeAnswer::RateLimited;
         }
         self.tokens -= 1.0;
+        if config.refused == Some(object) {
+            return StripeAnswer::Refused;
+        }
+        let first = *self.first.get_or_insert(now);
+        if let Some((held, span)) = config.busy
+            && held == object
+            && now.saturating_duration_since(first) < span
+        {
+            return StripeAnswer::LockTimeout;
+        }
         let busy = self
             .locked
             .get(object)
@@ -155,6 +192,11 @@ impl StripeState {
                 "Another request is updating this object: retry it shortly.",
             )
             .insert_header("stripe-should-retry", "true"),
+            StripeAnswer::Refused => error(
+                "request_refused",
+                "This object cannot be updated now; do not retry.",
+            )
+            .insert_header("stripe-should-retry", "false"),
         }
     }
 
