@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use reqwest::Method;
-use reqwest_backpressure::{Policy, RetryAfterMiddleware};
+use reqwest_backpressure::{IdempotencyKey, Policy, RetryAfterMiddleware};
 use reqwest_middleware::ClientBuilder;
 
 /// The test servers (shared with the tests and the benches); this example
@@ -98,14 +98,17 @@ async fn main() -> ExitCode {
                 .header("x-task", task);
             let request = if method == Method::POST {
                 // Discord's own duplicate check: a message with a nonce and
-                // `enforce_nonce` is created once. The middleware retries a
-                // POST after a `429` only with an `IdempotencyKey`; at the
-                // preset's pace a message meets none.
+                // `enforce_nonce` is created once. That makes a retry safe;
+                // a local key tells the middleware so (it retries a POST
+                // after a `429` only with a key) and sends no header, which
+                // Discord would ignore.
+                let nonce = format!("build-{task}");
                 request
                     .header("content-type", "application/json")
                     .body(format!(
-                        r#"{{"content":"build {task} passed","nonce":"{task}","enforce_nonce":true}}"#
+                        r#"{{"content":"build {task} passed","nonce":"{nonce}","enforce_nonce":true}}"#
                     ))
+                    .with_extension(IdempotencyKey::local(nonce))
             } else {
                 request
             };
