@@ -252,4 +252,22 @@ impl Policy {
             .idempotency_key_form(IdempotencyKeyForm::Raw)
             .quota("*", STRIPE_LIVE_RATE)
     }
+
+    /// Shopify's REST Admin API on a standard plan:
+    /// [`RateLimitHeaders::shopify`] (the call-limit header as a leaky
+    /// bucket of the stated size leaking 2 requests a second, and its
+    /// decimal `Retry-After`). For another plan's rate, set the headers
+    /// after it: `Policy::shopify().rate_limit_headers(RateLimitHeaders::shopify_leaking(20))`
+    /// (Plus).
+    ///
+    /// ```
+    /// use reqwest_backpressure::{Policy, RateLimitHeaders};
+    /// assert!(Policy::shopify().validate().is_ok());
+    /// let plus = Policy::shopify().rate_limit_headers(RateLimitHeaders::shopify_leaking(20));
+    /// assert!(plus.validate().is_ok());
+    /// ```
+    #[must_use]
+    pub fn shopify() -> Policy {
+        Policy::default().rate_limit_headers(RateLimitHeaders::shopify())
+    }
 }

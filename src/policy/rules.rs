@@ -174,6 +174,15 @@ impl Policy {
                 return Err(E::Quota(why));
             }
         }
+        if self
+            .rate_limit_headers
+            .leaky_bucket()
+            .is_some_and(|bucket| bucket.per_second == 0)
+        {
+            return Err(E::Quota(
+                "a leaky bucket must leak at least 1 request a second (RateLimitHeaders::shopify_leaking)",
+            ));
+        }
         if let Some(why) = self.scopes.invalid() {
             return Err(E::Scope(why));
         }

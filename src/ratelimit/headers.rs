@@ -10,6 +10,9 @@ use super::hint::{Fold, Limit, RateLimitHint, Unit};
 use super::ietf;
 use super::reset::{MAX_RATELIMIT_LEN, ResetFormat, parse_reset, trim_ows};
 
+mod shopify;
+pub(crate) use shopify::{LeakyBucket, stated_bucket};
+
 /// One vendor limit: reset headers in order of preference (the first one
 /// present and valid counts), the header with the count left, the header
 /// with the quota, and what the limit counts.
@@ -246,6 +249,9 @@ pub struct RateLimitHeaders {
     retry_after_statuses: Vec<StatusCode>,
     /// Which vendors' scope rules apply.
     scoping: Scoping,
+    /// A leaky bucket the answers state (Shopify's), and its declared
+    /// rate.
+    bucket: Option<LeakyBucket>,
 }
 
 impl Default for RateLimitHeaders {
@@ -418,6 +424,7 @@ impl RateLimitHeaders {
             statuses: Vec::new(),
             retry_after_statuses: Vec::new(),
             scoping: Scoping::default(),
+            bucket: None,
         }
     }
 
@@ -430,6 +437,10 @@ impl RateLimitHeaders {
     pub fn and(mut self, other: RateLimitHeaders) -> Self {
         self.ietf |= other.ietf;
         self.scoping = self.scoping.union(other.scoping);
+        self.bucket = match (self.bucket, other.bucket) {
+            (Some(a), Some(b)) => Some(a.slower(b)),
+            (a, b) => a.or(b),
+        };
         for spec in other.limits {
             self.push(spec);
         }
@@ -447,7 +458,11 @@ impl RateLimitHeaders {
     /// optionally paired with the header that counts what is left. A reset
     /// without a count is read as a bare delay (like `retry-after-ms`); a
     /// vendor header sent on more than one field line is ignored. Such a
-    /// limit counts requests and states no quota.
+    /// limit counts requests and states no quota. Declared for
+    /// `retry-after` itself, it is the vendor's format of that header: a
+    /// value the strict [`Hint`](crate::Hint) parser refuses and this
+    /// format reads is the server's `Retry-After` all the same, not an
+    /// `invalid_retry_after` stop (as under [`shopify`](Self::shopify)).
     #[must_use]
     pub fn reset_header(
         mut self,
@@ -543,7 +558,7 @@ impl RateLimitHeaders {
     /// nothing).
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        !self.ietf && self.limits.is_empty()
+        !self.ietf && self.limits.is_empty() && self.bucket.is_none()
     }
 
     /// Which vendors' scope rules apply: those of the presets combined
@@ -576,6 +591,11 @@ impl RateLimitHeaders {
         let mut fold = Fold::default();
         if self.ietf {
             ietf::read(headers, &mut fold);
+        }
+        if self.bucket.is_some()
+            && let Some(limit) = shopify::read(headers)
+        {
+            fold.push(limit);
         }
         if self.limits.is_empty() {
             return fold.finish();

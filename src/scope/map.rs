@@ -29,6 +29,17 @@ pub(crate) struct ScopeMap {
     /// Whether anything was learned yet (the success path of a client
     /// whose servers name no scope takes no lock).
     any: AtomicBool,
+    /// Whether any origin stated a leaky bucket yet.
+    buckets: AtomicBool,
+}
+
+/// A leaky bucket an answer stated: `used` of `size`, when it was
+/// received (on tokio's clock, which a simulation pauses).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StatedBucket {
+    pub(crate) size: u64,
+    pub(crate) used: u64,
+    pub(crate) at: tokio::time::Instant,
 }
 
 /// What was learned of one origin.
@@ -38,6 +49,9 @@ struct Learned {
     routes: HashMap<String, String>,
     /// Known scope -> when it was last used.
     scopes: HashMap<String, Instant>,
+    /// Its leaky bucket, as its last answer stating one said (Shopify's
+    /// call limit).
+    bucket: Option<StatedBucket>,
     used: Option<Instant>,
 }
 
@@ -111,6 +125,27 @@ impl ScopeMap {
         let now = Instant::now();
         let mut origins = lock(&self.origins);
         admit(entry(&mut origins, origin, now), scope, max, now)
+    }
+
+    /// `origin` answered that its leaky bucket holds `used` of `size`
+    /// requests.
+    pub(crate) fn bucket_stated(&self, origin: &str, used: u64, size: u64) {
+        let stated = StatedBucket {
+            size,
+            used,
+            at: tokio::time::Instant::now(),
+        };
+        let mut origins = lock(&self.origins);
+        entry(&mut origins, origin, Instant::now()).bucket = Some(stated);
+        self.buckets.store(true, Ordering::Release);
+    }
+
+    /// `origin`'s leaky bucket, as its last answer stating one said.
+    pub(crate) fn bucket(&self, origin: &str) -> Option<StatedBucket> {
+        if !self.buckets.load(Ordering::Acquire) {
+            return None;
+        }
+        lock(&self.origins).get(origin).and_then(|l| l.bucket)
     }
 
     /// How many scopes `origin` has.

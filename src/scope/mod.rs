@@ -37,6 +37,11 @@ pub(crate) const DISCORD_GLOBAL: crate::Quota = crate::Quota::per_second(50).ref
 /// contact holds the rest until then).
 /// A Stripe object's limit (see [`vendor::stripe::OBJECT_PACE`]) takes
 /// its pace unless one is declared for it.
+/// An origin whose answers state a leaky bucket (Shopify's call limit,
+/// read by [`RateLimitHeaders::shopify_leaking`](crate::RateLimitHeaders::shopify_leaking))
+/// is paced as a declared bucket at the declared rate, its burst what the
+/// last statement left free, leaked since (see `LeakyBucket::quota`),
+/// unless a quota is declared for it.
 /// A request that does not count against that global limit
 /// (`under_global`: false, see [`Route::under_global_limit`]) is not held
 /// by it.
@@ -63,6 +68,13 @@ pub(crate) fn pacing_config(
         && map.knows(origin)
     {
         pacing.declared = Some(DISCORD_GLOBAL);
+    }
+    if pacing.declared.is_none()
+        && let Some(bucket) = policy.rate_limit_headers.leaky_bucket()
+        && let (origin, None) = key::split(key)
+        && let Some(stated) = map.bucket(origin)
+    {
+        pacing.declared = bucket.quota(stated.size, stated.used, stated.at.elapsed());
     }
     pacing
 }

@@ -349,3 +349,37 @@ fn stripe_a_lock_timeout_holds_its_object_and_the_rate_limiter_the_origin() {
     let scope = held.pushback.expect("its key's scope");
     assert!(scope.starts_with("object:key:") && !scope.contains("order-42"));
 }
+
+#[test]
+fn a_stated_leaky_bucket_paces_its_origin_once_it_answered_with_it() {
+    let map = ScopeMap::default();
+    let policy = Policy::shopify();
+    assert_eq!(super::pacing_config(&policy, &map, O, true).declared, None);
+    map.bucket_stated(O, 0, 40);
+    let bucket = crate::Quota::new(39, std::time::Duration::from_millis(19_500)).refilled();
+    assert_eq!(
+        super::pacing_config(&policy, &map, O, true).declared,
+        Some(bucket)
+    );
+    // Not a scope's limit, not another origin's.
+    let scope_key = super::key::limit_key(O, Some("abc"));
+    assert_eq!(
+        super::pacing_config(&policy, &map, &scope_key, true).declared,
+        None
+    );
+    assert_eq!(
+        super::pacing_config(&policy, &map, "https://other.example:443", true).declared,
+        None
+    );
+    // A quota the caller declares wins; a policy without the preset
+    // reads no bucket.
+    let declared = policy.clone().quota(O, crate::Quota::per_second(5));
+    assert_eq!(
+        super::pacing_config(&declared, &map, O, true).declared,
+        Some(crate::Quota::per_second(5))
+    );
+    assert_eq!(
+        super::pacing_config(&Policy::default(), &map, O, true).declared,
+        None
+    );
+}

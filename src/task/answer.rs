@@ -42,6 +42,12 @@ impl<S: Store> Task<'_, S> {
             let declared = policy.declared_in_flight(&origin);
             self.shared.in_flight.stated(&origin, cap, declared);
         }
+        if policy.rate_limit_headers.leaky_bucket().is_some()
+            && let Some((used, size)) = crate::ratelimit::stated_bucket(response.headers())
+        {
+            let origin = answered_by(&self.origin, response.url());
+            self.shared.scopes.bucket_stated(&origin, used, size);
+        }
         if policy.is_pushback_response(response.status(), &rate_limit, response.headers()) {
             return Err(Box::new((
                 rate_limit,
@@ -158,7 +164,16 @@ impl<S: Store> Task<'_, S> {
         let status = response.status();
         let answered = answered_by(&self.origin, response.url());
         let headers = response.headers();
-        let hint = Hint::from_headers(headers);
+        let server_now = server_date(headers).unwrap_or(received_at);
+        let hint = match Hint::from_headers(headers) {
+            // A vendor's documented format these headers read (Shopify's
+            // `2.0`), as its upper bound.
+            Hint::Invalid(invalid) => policy
+                .rate_limit_headers
+                .vendor_retry_after(headers, server_now)
+                .map_or(Hint::Invalid(invalid), Hint::Delay),
+            hint => hint,
+        };
         let pushback = Pushback {
             retry_authorized: contract.retry_authorized,
             body_replayable: contract.replayable,
@@ -167,13 +182,7 @@ impl<S: Store> Task<'_, S> {
             // The retry passes this origin's gate, not that of a
             // redirect's target.
             gated: matches!(answered, Cow::Borrowed(_)),
-            ..Pushback::from_response(
-                status,
-                hint,
-                server_date(headers).unwrap_or(received_at),
-                received_at,
-                rate_limit.retry_in(),
-            )
+            ..Pushback::from_response(status, hint, server_now, received_at, rate_limit.retry_in())
         };
         self.retry_at = pushback.retry_at();
         let now = Instant::now();

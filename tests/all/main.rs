@@ -33,6 +33,7 @@ mod review_defects;
 mod review_fixes;
 mod scopes;
 mod server_shapes;
+mod shopify;
 mod sim;
 mod stripe;
 

@@ -172,6 +172,10 @@ pub mod github_epoch;
 #[path = "server/llm.rs"]
 pub mod llm;
 
+/// A Shopify-like server: the REST Admin API's leaky bucket, stated on
+/// every answer, and `429` with `Retry-After: 2.0`.
+#[path = "server/shopify.rs"]
+pub mod shopify;
 /// A Stripe-like server: a token bucket of 25 a second, and `429`
 /// `lock_timeout` for an update of an object another one holds.
 #[path = "server/stripe.rs"]

@@ -1,0 +1,259 @@
+//! A Shopify-like server: the REST Admin API's leaky bucket, as Shopify
+//! documents it.
+//!
+//! - **The bucket**: one per app and store, of [`ShopifyConfig::size`]
+//!   requests (40 on the standard plans; Plus stores state a larger one),
+//!   leaking continuously at [`ShopifyConfig::leak`] requests a second (2
+//!   on the standard plans, 4 on Advanced, 20 on Plus). A request that
+//!   fits (the level, leaked to its arrival, plus one is at most the size)
+//!   goes in and is answered `200`; one that does not is answered `429`
+//!   and adds nothing.
+//! - **Every answer** states the bucket as `X-Shopify-Shop-Api-Call-Limit:
+//!   used/size`, `used` the level after the request rounded up (`1/40`
+//!   after a first request, `40/40` on a `429`).
+//! - **A `429`** carries `Retry-After: 2.0` (Shopify's docs show that
+//!   value; its own client libraries parse it as a float) and the body
+//!   `{"errors":"Exceeded 2 calls per second for api client. Reduce request
+//!   rates to resume uninterrupted service."}`. [`ShopifyConfig::retry_after`]
+//!   is the value written (scaled-down runs write `0.2`; a variant writes
+//!   more decimals).
+//!
+//! Another client of the same app and store may have filled the bucket
+//! before ([`ShopifyConfig::level`]) or add to it all along
+//! ([`ShopifyConfig::other`]).
+//!
+//! The time a `429` names is a throttle: the figures count the requests
+//! that arrive inside one ([`ShopifyState::inside_throttles`]). Every
+//! request is recorded in an [`Arrivals`] log on the server's clock, and
+//! what it was answered in [`ShopifyState::answers`], in the same order.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use wiremock::matchers::method;
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+use super::{Arrivals, lock};
+
+/// How a [`ShopifyServer`] limits.
+#[derive(Debug, Clone, Copy)]
+pub struct ShopifyConfig {
+    /// The bucket's size.
+    pub size: u32,
+    /// Requests that leak out a second.
+    pub leak: u32,
+    /// The `Retry-After` value of a `429`, as written.
+    pub retry_after: &'static str,
+    /// The bucket's level when the first request arrives (another client
+    /// of the same app and store filled it): 0, an empty bucket.
+    pub level: u32,
+    /// Requests a second another client of the same app and store adds
+    /// to the bucket from the first request on (admitted while there is
+    /// room; it spends part of the leak): 0, none.
+    pub other: u32,
+}
+
+impl ShopifyConfig {
+    /// A standard plan, as documented: a bucket of 40 leaking 2 a second,
+    /// `Retry-After: 2.0`.
+    pub const STANDARD: ShopifyConfig = ShopifyConfig {
+        size: 40,
+        leak: 2,
+        retry_after: "2.0",
+        level: 0,
+        other: 0,
+    };
+
+    /// The standard plan's bucket with its times scaled down `factor`
+    /// times: it leaks `2 × factor` a second, and a `429` names `2.0 /
+    /// factor` s (one decimal when that is exact, else three).
+    pub fn standard_scaled(factor: u32, retry_after: &'static str) -> Self {
+        ShopifyConfig {
+            leak: 2 * factor,
+            retry_after,
+            ..ShopifyConfig::STANDARD
+        }
+    }
+
+    /// The time a `429` names, as a number of seconds (the server's own
+    /// reading of its value).
+    pub fn throttle(&self) -> Duration {
+        Duration::from_secs_f64(self.retry_after.parse::<f64>().unwrap_or(0.0))
+    }
+}
+
+/// What the server answered a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShopifyAnswer {
+    /// `200`: it fit in the bucket.
+    Ok,
+    /// `429`: the bucket was full.
+    Throttled,
+}
+
+/// What the server saw and answered.
+#[derive(Debug, Clone, Default)]
+pub struct ShopifyState {
+    /// How it limits (`None` only in a `Default` state, which answers
+    /// `500`).
+    config: Option<ShopifyConfig>,
+    /// Every request, in order, on the server's clock.
+    pub arrivals: Arrivals,
+    /// What each of [`arrivals`](Self::arrivals) was answered.
+    pub answers: Vec<ShopifyAnswer>,
+    /// The bucket's level, as of `leaked`.
+    level: f64,
+    /// When the bucket last leaked (`None`: no request yet).
+    leaked: Option<Instant>,
+}
+
+impl ShopifyState {
+    fn new(config: ShopifyConfig) -> Self {
+        ShopifyState {
+            config: Some(config),
+            level: f64::from(config.level),
+            ..ShopifyState::default()
+        }
+    }
+
+    /// Judges a request arriving `now`.
+    fn judge(&mut self, config: ShopifyConfig, now: Instant) -> ShopifyAnswer {
+        if let Some(then) = self.leaked {
+            let elapsed = now.saturating_duration_since(then).as_secs_f64();
+            let other = elapsed * f64::from(config.other);
+            let leak = elapsed * f64::from(config.leak);
+            self.level = (self.level + other - leak).clamp(0.0, f64::from(config.size));
+        }
+        self.leaked = Some(now);
+        if self.level + 1.0 > f64::from(config.size) {
+            return ShopifyAnswer::Throttled;
+        }
+        self.level += 1.0;
+        ShopifyAnswer::Ok
+    }
+
+    /// Records `request`, arriving now, and answers it.
+    fn answer(&mut self, request: &Request) -> ResponseTemplate {
+        let now = Instant::now();
+        let Some(config) = self.config else {
+            return ResponseTemplate::new(500);
+        };
+        self.arrivals.record(request);
+        let answer = self.judge(config, now);
+        self.answers.push(answer);
+        let used = (self.level.ceil() as u32).min(config.size);
+        let call_limit = format!("{used}/{}", config.size);
+        match answer {
+            ShopifyAnswer::Ok => ResponseTemplate::new(200)
+                .insert_header("x-shopify-shop-api-call-limit", call_limit.as_str())
+                .insert_header("content-type", "application/json")
+                .set_body_string(r#"{"products":[]}"#),
+            ShopifyAnswer::Throttled => ResponseTemplate::new(429)
+                .insert_header("x-shopify-shop-api-call-limit", call_limit.as_str())
+                .insert_header("retry-after", config.retry_after)
+                .insert_header("content-type", "application/json")
+                .set_body_string(
+                    r#"{"errors":"Exceeded 2 calls per second for api client. Reduce request rates to resume uninterrupted service."}"#,
+                ),
+        }
+    }
+
+    /// Each request's arrival since the first one, with its answer.
+    pub fn log(&self) -> Vec<(Duration, ShopifyAnswer)> {
+        let at = self.arrivals.all();
+        let Some(&first) = at.first() else {
+            return Vec::new();
+        };
+        at.iter()
+            .map(|&t| t.duration_since(first))
+            .zip(self.answers.iter().copied())
+            .collect()
+    }
+
+    /// How many requests got `answer`.
+    pub fn count(&self, answer: ShopifyAnswer) -> usize {
+        self.answers.iter().filter(|&&a| a == answer).count()
+    }
+
+    /// From the first request to the last `200`, on the server's clock.
+    pub fn last_ok(&self) -> Option<Duration> {
+        self.log()
+            .iter()
+            .rev()
+            .find(|(_, a)| *a == ShopifyAnswer::Ok)
+            .map(|(at, _)| *at)
+    }
+
+    /// The throttles the `429`s named: from each one's arrival, for the
+    /// time its `Retry-After` names.
+    pub fn throttles(&self) -> Vec<(Duration, Duration)> {
+        let span = self.config.map_or(Duration::ZERO, |c| c.throttle());
+        self.log()
+            .into_iter()
+            .filter(|(_, a)| *a == ShopifyAnswer::Throttled)
+            .map(|(at, _)| (at, at + span))
+            .collect()
+    }
+
+    /// The requests that arrived inside a throttle a `429` before them
+    /// named (after that `429`'s arrival, before its time), with their
+    /// arrival and path (each task its own path).
+    pub fn inside_throttles(&self) -> Vec<(Duration, String)> {
+        let throttles = self.throttles();
+        let paths = self.arrivals.entries().into_iter().map(|a| a.path);
+        self.log()
+            .into_iter()
+            .zip(paths)
+            .filter(|((at, _), _)| throttles.iter().any(|(from, to)| from < at && at < to))
+            .map(|((at, _), path)| (at, path))
+            .collect()
+    }
+}
+
+/// Answers each request from the shared state.
+struct Responder(Arc<Mutex<ShopifyState>>);
+
+impl Respond for Responder {
+    fn respond(&self, request: &Request) -> ResponseTemplate {
+        lock(&self.0).answer(request)
+    }
+}
+
+/// A [`ShopifyState`] served on a fresh port (a new store's origin),
+/// answering `GET` on any path.
+pub struct ShopifyServer {
+    mock: MockServer,
+    state: Arc<Mutex<ShopifyState>>,
+    /// `scheme://host:port`, no trailing slash.
+    pub uri: String,
+}
+
+impl ShopifyServer {
+    /// A server limiting as `config` says, on a fresh port.
+    pub async fn start(config: ShopifyConfig) -> Self {
+        let state = Arc::new(Mutex::new(ShopifyState::new(config)));
+        let mock = MockServer::builder()
+            .disable_request_recording()
+            .start()
+            .await;
+        Mock::given(method("GET"))
+            .respond_with(Responder(state.clone()))
+            .mount(&mock)
+            .await;
+        let uri = mock.uri();
+        ShopifyServer { mock, state, uri }
+    }
+
+    /// What the server saw so far.
+    pub fn state(&self) -> ShopifyState {
+        lock(&self.state).clone()
+    }
+
+    /// Stops the server and returns what it saw.
+    pub fn finish(self) -> ShopifyState {
+        let ShopifyServer { mock, state, .. } = self;
+        // Dropped on a thread of its own, as `LimitedServer::finish` does.
+        let _ = std::thread::spawn(move || drop(mock)).join();
+        lock(&state).clone()
+    }
+}
