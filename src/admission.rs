@@ -56,7 +56,7 @@ pub(crate) fn admit<'s, S: Store>(
     origin: &'s str,
     pacing: PacingConfig,
     within: Within,
-    cost: u64,
+    cost: crate::Cost,
 ) -> Option<impl Future<Output = Result<Admitted, StoreError>> + Send + 's> {
     pacing
         .gate
@@ -70,7 +70,7 @@ pub(crate) fn admit<'s, S: Store>(
 pub(crate) fn admit_step(
     pacing: PacingConfig,
     within: Within,
-    cost: u64,
+    cost: crate::Cost,
     abandoned: Option<Arc<AtomicBool>>,
 ) -> impl FnMut(&mut OriginState, Now) -> Admitted + Send + 'static {
     move |state, now| {

@@ -51,19 +51,39 @@ impl Deadline {
 }
 
 /// Request extension: what the request spends of its origin's quota in
-/// cost units (an LLM API's tokens: the prompt's and the most the answer
-/// may use, as the API counts them). Admission reserves it before the send
-/// and holds the request while the quota the origin's headers stated is
-/// short of it; a request that is not sent gives it back, and the answer's
-/// stated remaining reconciles it. Without one, the mean cost per request
-/// learned from how the stated remaining falls stands in.
+/// cost units (an LLM API's tokens). Admission reserves it before the send
+/// and holds the request while the quota the origin's headers stated (or
+/// one declared with [`Quota::units`](crate::Quota::units)) is short of it;
+/// a request that is not sent gives it back, and the answer's stated
+/// remaining reconciles it. Without one, the mean cost per request learned
+/// from how the stated remaining falls stands in.
+///
+/// # What to declare
+///
+/// - **OpenAI** ([`Policy::openai`](crate::Policy::openai)): one token
+///   limit counts a request's prompt and its `max_tokens` together, so
+///   declare [`Cost::tokens(prompt, max_tokens)`](Self::tokens) (or
+///   [`Cost::new`] of their sum: the same).
+/// - **Anthropic** ([`Policy::anthropic`](crate::Policy::anthropic)):
+///   input tokens and output tokens have buckets of their own. Declare
+///   [`Cost::tokens(input, max_tokens)`](Self::tokens): the input part is
+///   spent from the input-token bucket before the send; `max_tokens`, from
+///   which Anthropic estimates a message's output when it starts, is
+///   reserved from the output-token bucket. Each answer's stated counts
+///   reconcile both (Anthropic adjusts the output to what was produced, so
+///   the unused part of `max_tokens` comes back).
+///   [`Cost::new(input + max_tokens)`](Self::new) would spend all of it
+///   from the input bucket and reserve nothing of the output one.
+/// - An API that counts something else: [`Cost::new`] of what it counts.
 ///
 /// ```
-/// use reqwest_backpressure::Cost;
+/// use reqwest_backpressure::{Cost, IdempotencyKey};
 /// # async fn run(client: reqwest_middleware::ClientWithMiddleware) -> reqwest_middleware::Result<()> {
+/// // An Anthropic message: 1,200 input tokens, `max_tokens` 256.
 /// let response = client
-///     .post("http://localhost/v1/chat/completions")
-///     .with_extension(Cost::new(1_200))
+///     .post("http://localhost/v1/messages")
+///     .with_extension(IdempotencyKey::new("message-42"))
+///     .with_extension(Cost::tokens(1_200, 256))
 ///     .send()
 ///     .await?;
 /// # Ok(()) }
@@ -77,31 +97,71 @@ impl Deadline {
 /// one declared with [`Quota::units`](crate::Quota::units) (for the origin
 /// with [`Policy::quota`](crate::Policy::quota), for a scope with
 /// [`Policy::scope_quota`](crate::Policy::scope_quota)). A quota in
-/// requests counts the request as one, whatever its cost. For an LLM call,
-/// declare the prompt's tokens plus its `max_tokens` (the most the answer
-/// may use, which the API reserves too): the stated remaining then
-/// reconciles what was really used (the smaller wins within a window).
-/// Without a declared cost, the mean cost per request learned from how the
+/// requests counts the request as one, whatever its cost (see "What to
+/// declare" above for OpenAI's and Anthropic's). The stated remaining then
+/// reconciles what was really used. Without a declared cost, the mean cost per request learned from how the
 /// stated remaining falls stands in; before any fall is seen, the first
 /// answer's distance from the whole window (the first contact's own cost)
 /// does, so the first burst is held to what the window pays for. A
 /// rejection that the token quota explains (less left than a request costs)
 /// holds the origin until the reset like a spent quota and teaches no pace
 /// in requests: the token quota, renewed, governs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Cost(u64);
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Cost {
+    input: u64,
+    output: u64,
+}
 
 impl Cost {
-    /// A cost of `units` (0: none declared).
+    /// A cost of `units` (0: none declared), all of it spent from the
+    /// origin's token quota whatever that limit counts.
     #[must_use]
     pub const fn new(units: u64) -> Self {
-        Cost(units)
+        Cost {
+            input: units,
+            output: 0,
+        }
     }
 
-    /// The units it spends.
+    /// An LLM message's tokens: `input` (its prompt, known before the send)
+    /// and `max_output` (its `max_tokens`, the most it may produce). A
+    /// limit that counts both (OpenAI's) spends their sum; a limit of
+    /// input tokens only (Anthropic's) spends `input`, and a limit of
+    /// output tokens apart (Anthropic's) reserves `max_output`.
+    ///
+    /// ```
+    /// use reqwest_backpressure::Cost;
+    /// let cost = Cost::tokens(1_200, 256);
+    /// assert_eq!((cost.input(), cost.output(), cost.units()), (1_200, 256, 1_456));
+    /// assert_eq!(Cost::new(1_456).units(), cost.units());
+    /// ```
+    #[must_use]
+    pub const fn tokens(input: u64, max_output: u64) -> Self {
+        Cost {
+            input,
+            output: max_output,
+        }
+    }
+
+    /// The units it spends from a limit that counts everything: the input
+    /// and the most output together (saturating).
     #[must_use]
     pub const fn units(&self) -> u64 {
-        self.0
+        self.input.saturating_add(self.output)
+    }
+
+    /// Its input part: what [`new`](Self::new) was given, or the `input`
+    /// of [`tokens`](Self::tokens).
+    #[must_use]
+    pub const fn input(&self) -> u64 {
+        self.input
+    }
+
+    /// Its output part: the `max_output` of [`tokens`](Self::tokens) (0
+    /// for [`new`](Self::new)).
+    #[must_use]
+    pub const fn output(&self) -> u64 {
+        self.output
     }
 }
 

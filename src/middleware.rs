@@ -243,7 +243,7 @@ impl<S: Store> RetryAfterMiddleware<S> {
             &self.shared,
             origin,
             route,
-            extensions.get::<Cost>().map_or(0, Cost::units),
+            extensions.get::<Cost>().copied().unwrap_or_default(),
             deadline,
         );
         Ok((task, start, req, key, contract))

@@ -58,6 +58,8 @@ pub struct Reservation {
     pub(crate) quota: bool,
     /// What it spent of the quota in cost units.
     pub(crate) cost: u64,
+    /// What it reserved of a bucket of output tokens.
+    pub(crate) output: u64,
     /// The queue it was handed out in: a queue restarted since (its gate
     /// closed on a rejection and reopened) voids it.
     pub(crate) queue: u32,

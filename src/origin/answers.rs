@@ -94,6 +94,9 @@ impl OriginState {
                 let sent = answered.saturating_sub(sent_ago);
                 if let Some(st) = tokens {
                     self.tokens.on_stated(now, sent, st);
+                    if let Some(output) = st.output {
+                        self.output.on_stated(now, sent, output.into());
+                    }
                 }
                 // The window measured from the send: a limiter that opens
                 // its window at a request's arrival states at most this.
@@ -115,6 +118,9 @@ impl OriginState {
                 let sent = answered.saturating_sub(sent_ago);
                 if let Some(st) = tokens {
                     self.tokens.on_stated(now, sent, st);
+                    if let Some(output) = st.output {
+                        self.output.on_stated(now, sent, output.into());
+                    }
                 }
                 if self.quota.on_stated(
                     now,

@@ -15,6 +15,8 @@ pub(crate) struct Spent {
     quota: bool,
     /// Cost units.
     cost: u64,
+    /// Output tokens.
+    output: u64,
     /// When the windows they were spent in opened (the stated quota's, the
     /// cost units'): given back in a later window, they would be spent
     /// twice there.
@@ -30,10 +32,10 @@ impl OriginState {
         cfg: PacingConfig,
         now: Duration,
         within: Within,
-        cost: u64,
+        cost: crate::Cost,
     ) -> (Admission, Option<Spent>) {
         let before = *self;
-        let admission = self.admit_within(cfg, now, within, cost);
+        let admission = self.admit_cost(cfg, now, within, cost);
         let spent = match admission {
             Admission::Now | Admission::Reopened => self.spent_since(&before, cfg, now),
             _ => None,
@@ -51,14 +53,17 @@ impl OriginState {
         if let Some(declared) = cfg.declared_units {
             tokens.declared(now, declared);
         }
-        tokens.quota.renew(now);
         let spent = Spent {
             quota: self.quota.left < quota.left,
-            cost: tokens.quota.left.saturating_sub(self.tokens.quota.left),
+            cost: tokens.level(now).saturating_sub(self.tokens.level(now)),
+            output: before
+                .output
+                .level(now)
+                .saturating_sub(self.output.level(now)),
             quota_opened: self.quota.opened,
             cost_opened: self.tokens.quota.opened,
         };
-        (spent.quota || spent.cost > 0).then_some(spent)
+        (spent.quota || spent.cost > 0 || spent.output > 0).then_some(spent)
     }
 
     /// A task that was admitted to send at once gives back, at `now`, what
@@ -70,6 +75,7 @@ impl OriginState {
         if self.tokens.quota.opened == spent.cost_opened {
             self.tokens.refund(now, spent.cost);
         }
+        self.output.refund(now, spent.output);
     }
 }
 
@@ -92,19 +98,22 @@ mod tests {
         let cfg = declared_units();
         let t0 = Duration::from_secs(5);
         let mut state = OriginState::new(t0);
-        let (admission, spent) = state.admit_spending(cfg, t0, Within::both(LATEST), 60);
+        let (admission, spent) =
+            state.admit_spending(cfg, t0, Within::both(LATEST), crate::Cost::new(60));
         assert_eq!(admission, Admission::Now);
         let held = spent.expect("spent");
         assert_eq!((held.quota, held.cost), (false, 60));
         // Spent and kept: the next 60 do not fit the minute.
         let mut kept = state;
-        let (held, _) = kept.admit_spending(cfg, t0, Within::both(LATEST), 60);
+        let (held, _) = kept.admit_spending(cfg, t0, Within::both(LATEST), crate::Cost::new(60));
         assert!(matches!(held, Admission::Refused { .. }), "kept: {held:?}");
         // Given back: they do.
         let t1 = t0 + Duration::from_millis(500);
         state.give_back(t1, spent.expect("spent"));
         assert_eq!(
-            state.admit_spending(cfg, t1, Within::both(LATEST), 60).0,
+            state
+                .admit_spending(cfg, t1, Within::both(LATEST), crate::Cost::new(60))
+                .0,
             Admission::Now
         );
     }
@@ -114,16 +123,20 @@ mod tests {
         let cfg = declared_units();
         let t0 = Duration::from_secs(5);
         let mut state = OriginState::new(t0);
-        let (_, spent) = state.admit_spending(cfg, t0, Within::both(LATEST), 60);
+        let (_, spent) = state.admit_spending(cfg, t0, Within::both(LATEST), crate::Cost::new(60));
         let spent = spent.expect("spent");
         // The next window: 60 more spent, then the first 60 come back late.
         let mut t1 = t0 + Duration::from_secs(60);
-        while state.admit_spending(cfg, t1, Within::both(LATEST), 60).0 != Admission::Now {
+        while state
+            .admit_spending(cfg, t1, Within::both(LATEST), crate::Cost::new(60))
+            .0
+            != Admission::Now
+        {
             t1 += Duration::from_millis(100);
             assert!(t1 < t0 + Duration::from_secs(180), "no next window");
         }
         state.give_back(t1, spent);
-        let (next, _) = state.admit_spending(cfg, t1, Within::both(LATEST), 60);
+        let (next, _) = state.admit_spending(cfg, t1, Within::both(LATEST), crate::Cost::new(60));
         assert!(
             !matches!(next, Admission::Now),
             "the window's 100 overspent: {next:?}"
@@ -136,11 +149,15 @@ mod tests {
         let mut state = OriginState::new(t0);
         let cfg = PacingConfig::DEFAULT;
         assert_eq!(
-            state.admit_spending(cfg, t0, Within::both(LATEST), 60).1,
+            state
+                .admit_spending(cfg, t0, Within::both(LATEST), crate::Cost::new(60))
+                .1,
             None
         );
         assert_eq!(
-            state.admit_spending(cfg, t0, Within::both(LATEST), 0).1,
+            state
+                .admit_spending(cfg, t0, Within::both(LATEST), crate::Cost::new(0))
+                .1,
             None
         );
     }

@@ -34,6 +34,7 @@ use crate::Quota as Declared;
 
 mod admission;
 mod answers;
+mod bucket;
 mod declared;
 mod first;
 mod gate;
@@ -61,8 +62,8 @@ use period::Period;
 use quota::{Check, Quota};
 use recent::Recent;
 pub use status::{OriginStatus, PaceKind};
-pub use tokens::Statement;
 use tokens::Tokens;
+pub use tokens::{OutputStatement, Statement};
 use tuning::TUNING;
 
 /// An origin whose gate is open, whose queue is empty and that nobody used
@@ -174,6 +175,9 @@ pub struct OriginState {
     quota: Quota,
     /// The quota in cost units (tokens).
     tokens: Tokens,
+    /// A bucket of output tokens apart, when stated (Anthropic's): a
+    /// declared cost's output part is reserved from it.
+    output: Tokens,
     pace: Pace,
     period: Period,
     /// Which of its last answers were rejections.
@@ -192,6 +196,7 @@ impl OriginState {
             gate: Gate::default(),
             quota: Quota::default(),
             tokens: Tokens::default(),
+            output: Tokens::default(),
             pace: Pace::new(now),
             period: Period::new(now),
             recent: Recent::default(),
@@ -305,6 +310,19 @@ impl OriginState {
         within: Within,
         cost: u64,
     ) -> Admission {
+        self.admit_cost(cfg, now, within, crate::Cost::new(cost))
+    }
+
+    /// [`admit_within`](Self::admit_within) for a request's
+    /// [`Cost`](crate::Cost): the part of it the origin's token quota
+    /// counts (see [`Cost::tokens`](crate::Cost::tokens)) is reserved.
+    pub fn admit_cost(
+        &mut self,
+        cfg: PacingConfig,
+        now: Duration,
+        within: Within,
+        cost: crate::Cost,
+    ) -> Admission {
         let latest = within.server;
         self.last_seen = now;
         if !cfg.gate {
@@ -349,6 +367,8 @@ impl OriginState {
             }
         };
         let go = if quota_probe { Admission::Reopened } else { go };
+        let cost_of = cost;
+        let declared_cost = self.tokens.part(cost) > 0;
         let cost = self.tokens.cost(cost);
         if let Some(declared) = cfg.declared_units {
             self.tokens.declared(now, declared);
@@ -356,6 +376,16 @@ impl OriginState {
         let cost = match self.tokens.check(now, within, cfg.max_gate, cost) {
             Check::Free => 0,
             Check::Spends | Check::Probe => cost,
+            Check::Held { wait, first: true } => return Admission::QuotaHeld(wait),
+            Check::Held { wait, first: false } => return Admission::GateClosed(wait),
+            Check::TooLate(wait) => return self.refuse(now, wait),
+        };
+        let output = match self
+            .output
+            .check(now, within, cfg.max_gate, cost_of.output())
+        {
+            Check::Spends => cost_of.output(),
+            Check::Free | Check::Probe => 0,
             Check::Held { wait, first: true } => return Admission::QuotaHeld(wait),
             Check::Held { wait, first: false } => return Admission::GateClosed(wait),
             Check::TooLate(wait) => return self.refuse(now, wait),
@@ -381,6 +411,7 @@ impl OriginState {
                     slot,
                     quota,
                     cost,
+                    output,
                     queue: self.pace.queue,
                 },
             ),
@@ -396,7 +427,8 @@ impl OriginState {
             Admission::SlotReserved(_, r) => r.slot,
             _ => now,
         };
-        self.tokens.spend(leaves, cost);
+        self.tokens.spend(leaves, cost, declared_cost);
+        self.output.spend(leaves, output, output > 0);
         admission
     }
 
@@ -503,6 +535,7 @@ impl OriginState {
             self.quota.refund(now);
         }
         self.tokens.refund(now, reservation.cost);
+        self.output.refund(now, reservation.output);
         if reservation.queue == self.pace.queue {
             self.pace.release(now, reservation.slot);
         }

@@ -8,6 +8,10 @@
 //! the mean cost per request learned from how the stated remaining falls
 //! between answers of one window (none learned yet: the request spends
 //! nothing, and only the server's answers hold the origin).
+//!
+//! A stated limit that is a bucket refilled continuously (Anthropic's) is
+//! kept in the same state and read as one (`bucket.rs`); an origin has a
+//! second one for a bucket of output tokens apart.
 
 use std::time::Duration;
 
@@ -30,10 +34,31 @@ pub(super) struct Tokens {
     /// The window of a declared quota spending now, none stated (zero:
     /// none): each spend moves its end to a window after it.
     pub(super) declared: Duration,
+    /// The stated limit is a bucket refilled continuously, its reset the
+    /// time it is full (Anthropic's): `quota.left` is its level at `at`,
+    /// `quota.until` when it is full again.
+    pub(super) bucket: bool,
+    /// The stated limit counts a message's input tokens only.
+    pub(super) input_only: bool,
+    /// A bucket's time to refill from empty, at most (zero: unknown): the
+    /// shortest of the bounds its statements gave.
+    pub(super) period: Duration,
+    /// When `quota.left` was a bucket's level.
+    pub(super) at: Duration,
+    /// Declared costs spent and not yet answered (a bucket's statement
+    /// does not count them yet).
+    pub(super) in_flight: u64,
+    /// Requests that spent the mean (none declared) and are not yet
+    /// answered: the mean each, counted likewise.
+    pub(super) in_flight_requests: u32,
+    /// When the last statement was received, and its count (in `high`):
+    /// a bucket's mean cost is learned from how the count fell between
+    /// statements, its refill added back.
+    pub(super) stated_at: Duration,
 }
 
 /// What one answer stated of a cost quota.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Statement {
     /// Units left in the current window.
     pub remaining: u64,
@@ -42,12 +67,68 @@ pub struct Statement {
     pub reset_in: Duration,
     /// The quota's size per window, when stated.
     pub limit: Option<u64>,
+    /// The limit is a bucket refilled continuously, and `reset_in` is
+    /// when it is full (Anthropic's).
+    pub bucket: bool,
+    /// How far `remaining` may be from the true count either way.
+    pub slack: u64,
+    /// The limit counts a message's input tokens only.
+    pub input_only: bool,
+    /// What the answered request declared of this limit (its
+    /// [`Cost`](crate::Cost)'s part the limit counts; 0: none).
+    pub spent: u64,
+    /// What it stated of a bucket of output tokens apart (Anthropic's).
+    pub output: Option<OutputStatement>,
+}
+
+/// What one answer stated of a bucket of output tokens (Anthropic's):
+/// `remaining` left (within `slack`), full in `reset_in`, `limit` in all;
+/// the answered request declared `spent` of it (its `max_tokens`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OutputStatement {
+    /// Units left.
+    pub remaining: u64,
+    /// Until the bucket is full.
+    pub reset_in: Duration,
+    /// Its size.
+    pub limit: u64,
+    /// How far `remaining` may be from the true count either way.
+    pub slack: u64,
+    /// What the answered request declared of it.
+    pub spent: u64,
+}
+
+impl From<OutputStatement> for Statement {
+    fn from(o: OutputStatement) -> Self {
+        Statement {
+            remaining: o.remaining,
+            reset_in: o.reset_in,
+            limit: Some(o.limit),
+            bucket: true,
+            slack: o.slack,
+            input_only: false,
+            spent: o.spent,
+            output: None,
+        }
+    }
 }
 
 impl Tokens {
-    /// What a request declaring `cost` (0: none) spends.
-    pub(super) fn cost(&self, cost: u64) -> u64 {
-        if cost > 0 { cost } else { self.mean }
+    /// What a request declaring `cost` spends: the part the stated limit
+    /// counts (a limit of input tokens, the input; else all of it), or
+    /// the mean learned when it declared none.
+    pub(super) fn cost(&self, cost: crate::Cost) -> u64 {
+        let units = self.part(cost);
+        if units > 0 { units } else { self.mean }
+    }
+
+    /// The part of `cost` the stated limit counts (0: none declared).
+    pub(super) fn part(&self, cost: crate::Cost) -> u64 {
+        if self.input_only {
+            cost.input()
+        } else {
+            cost.units()
+        }
     }
 
     /// A task asks at `now` to spend `cost` and accepts to wait `within`.
@@ -64,6 +145,9 @@ impl Tokens {
         max_gate: Duration,
         cost: u64,
     ) -> Check {
+        if cost > 0 && self.refills() {
+            return self.check_bucket(now, within, cost);
+        }
         let q = &mut self.quota;
         let until = q.until;
         q.renew(now);
@@ -109,10 +193,11 @@ impl Tokens {
     /// forgotten), a declared one governs at `now`: a window of its count
     /// opens, and closes a window (plus the batches' margin) after its last
     /// spend, so no span of the declared length spends more than its count,
-    /// whatever the server's window alignment.
+    /// whatever the server's window alignment. A bucket the server stated
+    /// is never overridden: it is the server's own count, refilling.
     pub(super) fn declared(&mut self, now: Duration, quota: crate::Quota) {
         let q = &mut self.quota;
-        if q.until > now || (q.renews() && self.declared.is_zero()) {
+        if q.until > now || (q.renews() && self.declared.is_zero()) || self.bucket {
             return;
         }
         let window = super::pace::batch_every(quota.per());
@@ -134,8 +219,22 @@ impl Tokens {
         }
     }
 
-    /// An admitted task spends `cost`, its request leaving at `at`.
-    pub(super) fn spend(&mut self, at: Duration, cost: u64) {
+    /// An admitted task spends `cost`, its request leaving at `at`. One
+    /// that declared none is counted in flight when it spent the mean, or
+    /// spent nothing yet under a bucket or a declared quota (no mean is
+    /// learned yet): the bucket's first statements do not count it.
+    pub(super) fn spend(&mut self, at: Duration, cost: u64, declared: bool) {
+        if declared {
+            self.in_flight = self.in_flight.saturating_add(cost);
+        } else if cost > 0 || self.bucket || !self.declared.is_zero() {
+            self.in_flight_requests = self.in_flight_requests.saturating_add(1);
+        }
+        if self.refills() {
+            self.settle(at);
+            self.quota.left = self.quota.left.saturating_sub(cost);
+            self.settle(self.at);
+            return;
+        }
         self.quota.left = self.quota.left.saturating_sub(cost);
         if cost > 0 && !self.declared.is_zero() {
             self.quota.until = self.quota.until.max(at.saturating_add(self.declared));
@@ -145,6 +244,17 @@ impl Tokens {
     /// `cost` spent by a task that did not send comes back (within the
     /// window it was spent in).
     pub(super) fn refund(&mut self, now: Duration, cost: u64) {
+        if self.in_flight >= cost {
+            self.in_flight -= cost;
+        } else {
+            self.in_flight_requests = self.in_flight_requests.saturating_sub(1);
+        }
+        if self.refills() {
+            self.settle(now);
+            self.quota.left = self.quota.left.saturating_add(cost).min(self.quota.limit);
+            self.settle(self.at);
+            return;
+        }
         let q = &mut self.quota;
         if q.until > now {
             q.left = q.left.saturating_add(cost);
@@ -159,6 +269,9 @@ impl Tokens {
     /// average). The quota, which renews at its reset, then governs: the
     /// rejection teaches the pace nothing.
     pub(super) fn explains_rejection(&self, now: Duration) -> bool {
+        if self.refills() {
+            return self.level(now) < self.mean.max(1);
+        }
         let q = &self.quota;
         q.renews() && q.until > now && q.left < self.mean.max(1)
     }
@@ -168,6 +281,17 @@ impl Tokens {
     /// server's statement governs (over a declaration).
     pub(super) fn on_stated(&mut self, now: Duration, sent: Duration, st: Statement) {
         self.declared = Duration::ZERO;
+        if st.spent > 0 {
+            self.in_flight = self.in_flight.saturating_sub(st.spent);
+        } else {
+            self.in_flight_requests = self.in_flight_requests.saturating_sub(1);
+        }
+        self.input_only = st.input_only;
+        self.bucket = st.bucket;
+        if let (true, Some(limit)) = (st.bucket, st.limit.filter(|&l| l > 0)) {
+            self.on_bucket(now, st, limit);
+            return;
+        }
         let until = now.saturating_add(st.reset_in);
         let same = self.quota.until > now
             && until.abs_diff(self.quota.until) < super::tuning::TUNING.same_window;

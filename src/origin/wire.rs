@@ -36,7 +36,7 @@ impl OriginState {
         let maybe =
             |t: Option<Duration>| t.map_or_else(|| "-".to_owned(), |t| nanos(t).to_string());
         format!(
-            "o15 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+            "o17 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
             nanos(gate.until),
             nanos(gate.span),
             nanos(gate.server_until),
@@ -102,6 +102,27 @@ impl OriginState {
             self.recent.rejected,
             self.recent.seen,
             nanos(gate.paused_until),
+            u8::from(tokens.bucket),
+            u8::from(tokens.input_only),
+            nanos(tokens.period),
+            nanos(tokens.at),
+            tokens.in_flight,
+            tokens.in_flight_requests,
+            nanos(tokens.stated_at),
+            self.output.quota.left,
+            nanos(self.output.quota.until),
+            self.output.quota.limit,
+            nanos(self.output.quota.window),
+            u8::from(self.output.quota.announced),
+            u8::from(self.output.bucket),
+            nanos(self.output.period),
+            nanos(self.output.at),
+            self.output.in_flight,
+            self.output.in_flight_requests,
+            self.output.mean,
+            self.output.high,
+            self.output.seen,
+            nanos(self.output.stated_at),
         )
     }
 
@@ -111,7 +132,7 @@ impl OriginState {
     pub fn decode(s: &str) -> Option<Self> {
         let f: Vec<&str> = s.split(' ').collect();
         let [
-            "o15",
+            "o17",
             gate,
             span,
             server,
@@ -169,6 +190,27 @@ impl OriginState {
             recent_rejected,
             recent_seen,
             paused_until,
+            tokens_bucket,
+            tokens_input_only,
+            tokens_period,
+            tokens_at,
+            tokens_in_flight,
+            tokens_in_flight_requests,
+            tokens_stated_at,
+            output_left,
+            output_until,
+            output_limit,
+            output_window,
+            output_announced,
+            output_bucket,
+            output_period,
+            output_at,
+            output_in_flight,
+            output_in_flight_requests,
+            output_mean,
+            output_high,
+            output_seen,
+            output_stated_at,
         ] = f.as_slice()
         else {
             return None;
@@ -244,6 +286,33 @@ impl OriginState {
                 low: tokens_low.parse().ok()?,
                 seen: tokens_seen.parse().ok()?,
                 declared: time(tokens_declared)?,
+                bucket: flag(tokens_bucket)?,
+                input_only: flag(tokens_input_only)?,
+                period: time(tokens_period)?,
+                at: time(tokens_at)?,
+                in_flight: tokens_in_flight.parse().ok()?,
+                in_flight_requests: tokens_in_flight_requests.parse().ok()?,
+                stated_at: time(tokens_stated_at)?,
+            },
+            output: Tokens {
+                quota: Quota {
+                    left: output_left.parse().ok()?,
+                    until: time(output_until)?,
+                    limit: output_limit.parse().ok()?,
+                    window: time(output_window)?,
+                    announced: flag(output_announced)?,
+                    ..Quota::default()
+                },
+                bucket: flag(output_bucket)?,
+                period: time(output_period)?,
+                at: time(output_at)?,
+                in_flight: output_in_flight.parse().ok()?,
+                in_flight_requests: output_in_flight_requests.parse().ok()?,
+                mean: output_mean.parse().ok()?,
+                high: output_high.parse().ok()?,
+                seen: output_seen.parse().ok()?,
+                stated_at: time(output_stated_at)?,
+                ..Tokens::default()
             },
             pace: Pace {
                 mode,

@@ -23,6 +23,10 @@ struct LimitSpec {
     /// The quota per window (no vendor here states the window).
     limit: Option<HeaderName>,
     unit: Unit,
+    /// A bucket refilled continuously, its reset the time it is full.
+    bucket: bool,
+    /// How far a stated count may be from the true one either way.
+    slack: u64,
 }
 
 impl LimitSpec {
@@ -39,6 +43,8 @@ impl LimitSpec {
             remaining,
             limit,
             unit,
+            bucket: false,
+            slack: 0,
         }
     }
 
@@ -61,9 +67,24 @@ impl LimitSpec {
             .limit
             .as_ref()
             .and_then(|name| count(single(headers, name)?));
+        if self.bucket && self.unit == Unit::Requests {
+            // A bucket of requests is no window that renews whole at its
+            // reset (the time it is full): its size is not stated as a
+            // window's quota, and spent, its wait is until the next
+            // request's refill, a share of the whole refill's time.
+            let reset = match (remaining, reset, quota) {
+                (Some(0), Some(full_in), Some(size)) if size > 0 => {
+                    Some(full_in.div_f64(size as f64))
+                }
+                (_, reset, _) => reset,
+            };
+            return Some(Limit::new(remaining, reset));
+        }
         Some(Limit {
             quota,
             unit: self.unit,
+            bucket: self.bucket,
+            slack: self.slack,
             ..Limit::new(remaining, reset)
         })
     }
@@ -351,45 +372,77 @@ impl RateLimitHeaders {
 
     /// Anthropic: `anthropic-ratelimit-{requests,tokens,input-tokens,
     /// output-tokens}-remaining` with the matching `-reset`
-    /// ([`ResetFormat::Rfc3339`]) and the matching quota `-limit` (the
-    /// three token quotas are never a [`RateLimitHint::limit`]).
+    /// ([`ResetFormat::Rfc3339`]) and the matching quota `-limit`, read as
+    /// Anthropic documents them: each limit is a bucket refilled
+    /// continuously at its limit per minute, and `-reset` is when it is
+    /// *full* again, not when a window opens; token counts are rounded to
+    /// the nearest thousand ([`TokenLimit::slack`](crate::TokenLimit::slack)
+    /// 500).
+    ///
+    /// - The request limit: its count folds into
+    ///   [`RateLimitHint::remaining`]; spent (0), it is waited for until
+    ///   the next request's refill (the reset's share of one request), not
+    ///   the whole refill; its size is no window's quota
+    ///   ([`RateLimitHint::limit`] stays `None`).
+    /// - The input-token limit is the [`RateLimitHint::tokens`] a
+    ///   [`Cost`](crate::Cost) is spent from
+    ///   ([`TokenLimit::counts_input_only`](crate::TokenLimit::counts_input_only):
+    ///   its input part); the combined `-tokens-` limit (the tighter of
+    ///   input and output) stands in when it is absent. Token buckets take
+    ///   no part in [`RateLimitHint::remaining`] or
+    ///   [`RateLimitHint::exhausted`]: a bucket short of a request's tokens
+    ///   refills them in a share of its reset, which the cost quota
+    ///   computes.
+    /// - The output-token limit is [`RateLimitHint::output_tokens`]: a
+    ///   [`Cost`](crate::Cost)'s output part (`max_tokens`, from which
+    ///   Anthropic estimates the output at the start of a message) is
+    ///   reserved from it, and the answers' counts (adjusted by Anthropic
+    ///   to what was produced) reconcile it.
     #[must_use]
     pub fn anthropic() -> Self {
-        const LIMITS: [(&str, &str, &str, Unit); 4] = [
+        const LIMITS: [(&str, &str, &str, Unit, u64); 4] = [
             (
                 "anthropic-ratelimit-requests-reset",
                 "anthropic-ratelimit-requests-remaining",
                 "anthropic-ratelimit-requests-limit",
                 Unit::Requests,
+                0,
             ),
             (
                 "anthropic-ratelimit-tokens-reset",
                 "anthropic-ratelimit-tokens-remaining",
                 "anthropic-ratelimit-tokens-limit",
                 Unit::Tokens,
+                500,
             ),
             (
                 "anthropic-ratelimit-input-tokens-reset",
                 "anthropic-ratelimit-input-tokens-remaining",
                 "anthropic-ratelimit-input-tokens-limit",
-                Unit::Tokens,
+                Unit::InputTokens,
+                500,
             ),
             (
                 "anthropic-ratelimit-output-tokens-reset",
                 "anthropic-ratelimit-output-tokens-remaining",
                 "anthropic-ratelimit-output-tokens-limit",
-                Unit::Tokens,
+                Unit::OutputTokens,
+                500,
             ),
         ];
         let mut headers = RateLimitHeaders::none();
-        for (reset, remaining, limit, unit) in LIMITS {
-            headers.push(LimitSpec::new(
-                HeaderName::from_static(reset),
-                ResetFormat::Rfc3339,
-                Some(HeaderName::from_static(remaining)),
-                Some(HeaderName::from_static(limit)),
-                unit,
-            ));
+        for (reset, remaining, limit, unit, slack) in LIMITS {
+            headers.push(LimitSpec {
+                bucket: true,
+                slack,
+                ..LimitSpec::new(
+                    HeaderName::from_static(reset),
+                    ResetFormat::Rfc3339,
+                    Some(HeaderName::from_static(remaining)),
+                    Some(HeaderName::from_static(limit)),
+                    unit,
+                )
+            });
         }
         headers
     }
@@ -410,6 +463,8 @@ impl RateLimitHeaders {
             remaining: Some(X_RATELIMIT_REMAINING),
             limit: Some(X_RATELIMIT_LIMIT),
             unit: Unit::Requests,
+            bucket: false,
+            slack: 0,
         });
         headers.scoping.discord = true;
         headers

@@ -13,7 +13,7 @@ use super::log::log_decision;
 use crate::admission;
 use crate::http_origin::{origin_of, same_origin};
 use crate::observe::WaitReason;
-use crate::origin::{Outcome, Statement};
+use crate::origin::{Outcome, OutputStatement, Statement};
 use crate::planner::{Decision, Pushback};
 use crate::ratelimit::RateLimitHint;
 use crate::retry_after::{Hint, server_date};
@@ -63,6 +63,23 @@ impl<S: Store> Task<'_, S> {
                 remaining: t.remaining(),
                 reset_in: t.reset()?,
                 limit: t.limit(),
+                bucket: t.is_bucket(),
+                slack: t.slack(),
+                input_only: t.counts_input_only(),
+                spent: if t.counts_input_only() {
+                    self.cost.input()
+                } else {
+                    self.cost.units()
+                },
+                output: rate_limit.output_tokens().and_then(|o| {
+                    Some(OutputStatement {
+                        remaining: o.remaining(),
+                        reset_in: o.reset()?,
+                        limit: o.limit()?,
+                        slack: o.slack(),
+                        spent: self.cost.output(),
+                    })
+                }),
             })
         });
         let outcome = match (rate_limit.remaining(), rate_limit.reset()) {

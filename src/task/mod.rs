@@ -60,7 +60,7 @@ pub(crate) struct Task<'a, S: Store> {
     scope_key: Option<String>,
     /// What it spends of the origin's quota in cost units ([`Cost`](crate::Cost);
     /// 0: none declared).
-    cost: u64,
+    cost: crate::Cost,
     state: TaskState,
     /// When the caller may usefully send again, from the last pushback.
     retry_at: Option<SystemTime>,
@@ -128,7 +128,7 @@ impl<'a, S: Store> Task<'a, S> {
         shared: &'a Shared,
         origin: String,
         route: Option<Box<Route>>,
-        cost: u64,
+        cost: crate::Cost,
         deadline: Instant,
     ) -> Self {
         Task {

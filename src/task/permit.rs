@@ -231,10 +231,11 @@ mod tests {
     }
 
     async fn admit(store: &MemoryStore) -> (Admission, bool) {
-        let admitted = admission::admit(store, O, PACING, Within::both(LATEST), 0)
-            .expect("the gate on")
-            .await
-            .expect("memory store");
+        let admitted =
+            admission::admit(store, O, PACING, Within::both(LATEST), crate::Cost::new(0))
+                .expect("the gate on")
+                .await
+                .expect("memory store");
         (admitted.admission, admitted.on_fallback)
     }
 

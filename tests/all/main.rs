@@ -1,6 +1,7 @@
 //! The one integration test binary: parser and planner tables and
 //! properties, and the middleware over real HTTP on loopback (wiremock).
 
+mod anthropic;
 mod batches;
 mod common;
 #[cfg(feature = "conformance")]

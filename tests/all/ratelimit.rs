@@ -529,11 +529,20 @@ fn anthropic() {
             ("anthropic-ratelimit-tokens-reset", "2023-11-14T22:20:00Z"),
         ],
     );
-    assert_eq!(h.remaining(), Some(0));
-    assert!(h.exhausted());
-    assert_eq!(h.reset(), Some(ms(40_250)));
-    // The tokens pair lost its count: its reset still counts, as a bare one.
-    assert_eq!(h.retry_in(), Some(secs(400)));
+    // The token limits are buckets, read as cost quotas only: a spent
+    // one is no exhaustion of the origin (it refills a request's tokens in
+    // a share of its reset, which the cost quota computes).
+    assert_eq!(h.remaining(), Some(49));
+    assert!(!h.exhausted());
+    assert_eq!(h.reset(), Some(secs(1)));
+    assert_eq!(h.retry_in(), None);
+    // The input-token limit is the one a cost spends from; its count is
+    // rounded to the nearest thousand.
+    let tokens = h.tokens().unwrap();
+    assert_eq!(tokens.remaining(), 0);
+    assert_eq!(tokens.reset(), Some(ms(40_250)));
+    assert!(tokens.is_bucket() && tokens.counts_input_only());
+    assert_eq!(tokens.slack(), 500);
 }
 
 #[test]

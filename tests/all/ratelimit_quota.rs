@@ -462,15 +462,26 @@ fn anthropic_limits() {
     let h = read(&an, &fields);
     assert_eq!(h.remaining(), Some(49));
     assert_eq!(h.reset(), Some(secs(1)));
-    assert_eq!(quota(&h), (Some(50), None));
-    // An output-tokens limit binds: no request quota.
+    // A bucket of requests is no window renewed whole at its reset.
+    assert_eq!(quota(&h), (None, None));
+    // Token buckets spent: no exhaustion of the origin; the input one is
+    // the cost quota's.
     let mut spent = fields;
+    spent[7].1 = "0";
     spent[10].1 = "0";
     let h = read(&an, &spent);
-    assert_eq!(h.remaining(), Some(0));
+    assert_eq!(h.remaining(), Some(49));
+    assert!(!h.exhausted());
+    assert_eq!(
+        h.tokens().map(|t| (t.remaining(), t.limit())),
+        Some((0, Some(40_000)))
+    );
+    // The request bucket spent: a wait for the next request's refill (a
+    // 50th of the 1 s it takes to fill), not the whole refill.
+    spent[1].1 = "0";
+    let h = read(&an, &spent);
     assert!(h.exhausted());
-    assert_eq!(h.retry_in(), Some(secs(10)));
-    assert_eq!(quota(&h), (None, None));
+    assert_eq!(h.retry_in(), Some(Duration::from_millis(20)));
 }
 
 #[test]

@@ -172,10 +172,15 @@ pub mod github_epoch;
 #[path = "server/llm.rs"]
 pub mod llm;
 
+/// Anthropic's Messages API: token buckets of requests, input and
+/// output tokens, continuously refilled, stated in `anthropic-ratelimit-*`.
+#[path = "server/anthropic.rs"]
+pub mod anthropic;
 /// A Shopify-like server: the REST Admin API's leaky bucket, stated on
 /// every answer, and `429` with `Retry-After: 2.0`.
 #[path = "server/shopify.rs"]
 pub mod shopify;
+
 /// A Stripe-like server: a token bucket of 25 a second, and `429`
 /// `lock_timeout` for an update of an object another one holds.
 #[path = "server/stripe.rs"]

@@ -282,6 +282,7 @@ fn with_tokens(tokens: u64, limit: u64, sent_ago: Duration) -> Outcome {
             remaining: tokens,
             reset_in: ms(1000),
             limit: Some(limit),
+            ..Statement::default()
         }),
     }
 }
@@ -320,6 +321,7 @@ fn a_request_not_sent_gives_its_cost_back() {
         slot: ms(500),
         quota: false,
         cost: 30,
+        output: 0,
         queue: o.pace.queue,
     };
     o.release(ms(30), reservation);

@@ -4,6 +4,7 @@
 use super::pace::Mode;
 use super::*;
 
+mod bucket;
 mod declared;
 mod declared_binds;
 mod gate;

@@ -111,6 +111,7 @@ fn a_quota_stated_spent_gets_no_unit_back_from_a_request_not_sent() {
         slot: ms(1010),
         quota: true,
         cost: 0,
+        output: 0,
         queue: o.pace.queue,
     };
     o.release(ms(1015), unsent);

@@ -474,24 +474,13 @@ const OPENAI: &[Spec] = &[
     ),
     (&[("retry-after-ms", Fmt::Millis)], None),
 ];
-const ANTHROPIC: &[Spec] = &[
-    (
-        &[("anthropic-ratelimit-requests-reset", Fmt::Rfc3339)],
-        Some("anthropic-ratelimit-requests-remaining"),
-    ),
-    (
-        &[("anthropic-ratelimit-tokens-reset", Fmt::Rfc3339)],
-        Some("anthropic-ratelimit-tokens-remaining"),
-    ),
-    (
-        &[("anthropic-ratelimit-input-tokens-reset", Fmt::Rfc3339)],
-        Some("anthropic-ratelimit-input-tokens-remaining"),
-    ),
-    (
-        &[("anthropic-ratelimit-output-tokens-reset", Fmt::Rfc3339)],
-        Some("anthropic-ratelimit-output-tokens-remaining"),
-    ),
-];
+// Anthropic's token limits are buckets read as cost quotas only
+// (`RateLimitHint::tokens`): they take no part in the folded count, reset
+// or exhaustion this reference models, so only the request limit is here.
+const ANTHROPIC: &[Spec] = &[(
+    &[("anthropic-ratelimit-requests-reset", Fmt::Rfc3339)],
+    Some("anthropic-ratelimit-requests-remaining"),
+)];
 const DISCORD: &[Spec] = &[(
     &[
         ("x-ratelimit-reset-after", Fmt::Seconds),

@@ -71,7 +71,7 @@ impl Reply {
     }
 
     /// The answer wiremock sends.
-    fn template(self) -> ResponseTemplate {
+    pub fn template(self) -> ResponseTemplate {
         let mut t = ResponseTemplate::new(self.status);
         for (name, value) in &self.headers {
             t = t.append_header(*name, value.as_str());
