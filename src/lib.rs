@@ -254,7 +254,6 @@
 )]
 #![forbid(unsafe_code)]
 
-mod admission;
 pub mod budget;
 mod error;
 mod extensions;

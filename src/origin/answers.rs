@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::gate::Closing;
-use super::quota::{Size, StatedReset};
+use super::stated::{Size, StatedReset};
 use super::{OriginState, Outcome, PacingConfig};
 
 /// A stated quota's size, when the answer gave one.

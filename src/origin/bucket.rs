@@ -14,7 +14,7 @@
 use std::time::Duration;
 
 use super::Within;
-use super::quota::Check;
+use super::stated::Check;
 use super::tokens::{Statement, Tokens};
 
 /// The longest a bucket is read to take to refill.

@@ -14,7 +14,7 @@
 //! - the **gate** (`gate.rs`) holds every request to the origin until the
 //!   server's time, so requests not yet rejected do not add to the burst;
 //!   capped at `max_wait`, then one probe. Never earlier than the server.
-//! - the **quota** (`quota.rs`) spends what the server stated it admits
+//! - the **stated quota** (`stated.rs`) spends what the server stated it admits
 //!   before its reset, and holds the origin as the gate does once spent.
 //! - the **pace** (`pace.rs`) releases the queue no faster than the origin
 //!   was seen to admit: learned, not configured, from the measuring
@@ -42,9 +42,9 @@ mod held;
 mod learn;
 mod pace;
 mod period;
-mod quota;
 mod recent;
 mod slots;
+mod stated;
 mod status;
 #[cfg(test)]
 mod tests;
@@ -59,8 +59,8 @@ use gate::Gate;
 pub(crate) use held::Spent;
 use pace::{Pace, Slot};
 use period::Period;
-use quota::{Check, Quota};
 use recent::Recent;
+use stated::{Check, StatedQuota};
 pub use status::{OriginStatus, PaceKind};
 use tokens::Tokens;
 pub use tokens::{OutputStatement, Statement};
@@ -189,7 +189,7 @@ impl Default for PacingConfig {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct OriginState {
     gate: Gate,
-    quota: Quota,
+    quota: StatedQuota,
     /// The quota in cost units (tokens).
     tokens: Tokens,
     /// A bucket of output tokens apart, when stated (Anthropic's): a
@@ -211,7 +211,7 @@ impl OriginState {
     pub fn new(now: Duration) -> Self {
         OriginState {
             gate: Gate::default(),
-            quota: Quota::default(),
+            quota: StatedQuota::default(),
             tokens: Tokens::default(),
             output: Tokens::default(),
             pace: Pace::new(now),

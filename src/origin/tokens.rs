@@ -16,14 +16,14 @@
 use std::time::Duration;
 
 use super::Within;
-use super::quota::{Check, Quota, Size};
+use super::stated::{Check, Size, StatedQuota};
 
 /// The cost quota of one origin.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub(super) struct Tokens {
     /// Left until the reset, the reset, the size per window: as for
     /// requests.
-    pub(super) quota: Quota,
+    pub(super) quota: StatedQuota,
     /// The mean cost per request learned (0: none yet).
     pub(super) mean: u64,
     /// This window's statements: the highest and lowest remaining, and

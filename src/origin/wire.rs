@@ -8,8 +8,8 @@ use super::first::First;
 use super::gate::Gate;
 use super::pace::{Batches, Mode, Pace};
 use super::period::Period;
-use super::quota::Quota;
 use super::recent::Recent;
+use super::stated::StatedQuota;
 use super::tokens::Tokens;
 use crate::util::nanos;
 
@@ -262,7 +262,7 @@ impl OriginState {
                 silent_probes: silent_probes.parse().ok()?,
                 paused_until: time(paused_until)?,
             },
-            quota: Quota {
+            quota: StatedQuota {
                 left: quota_left.parse().ok()?,
                 until: time(quota_until)?,
                 probe_at: time(quota_probe_at)?,
@@ -274,7 +274,7 @@ impl OriginState {
                 stated_spent: flag(quota_stated_spent)?,
             },
             tokens: Tokens {
-                quota: Quota {
+                quota: StatedQuota {
                     left: tokens_left.parse().ok()?,
                     until: time(tokens_until)?,
                     probe_at: time(tokens_probe_at)?,
@@ -299,13 +299,13 @@ impl OriginState {
                 stated_at: time(tokens_stated_at)?,
             },
             output: Tokens {
-                quota: Quota {
+                quota: StatedQuota {
                     left: output_left.parse().ok()?,
                     until: time(output_until)?,
                     limit: output_limit.parse().ok()?,
                     window: time(output_window)?,
                     announced: flag(output_announced)?,
-                    ..Quota::default()
+                    ..StatedQuota::default()
                 },
                 bucket: flag(output_bucket)?,
                 period: time(output_period)?,

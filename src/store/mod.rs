@@ -98,6 +98,7 @@ mod coalesce;
 pub mod conformance;
 mod memory;
 mod now;
+pub(crate) mod steps;
 
 pub use coalesce::Coalesced;
 pub use memory::MemoryStore;

@@ -9,7 +9,6 @@ use tokio::time::Instant;
 use super::Task;
 use super::halt::{Halt, LeaseGuard};
 use super::permit::Permit;
-use crate::admission::{self, Admitted, Slot};
 use crate::error::Error;
 use crate::extensions::IdempotencyKey;
 use crate::observe::{self, WaitReason};
@@ -19,6 +18,7 @@ use crate::planner::HintSource;
 use crate::planner::StopReason;
 use crate::scope::Route;
 use crate::store::Store;
+use crate::store::steps::{self, Admitted, Slot};
 
 impl<'a, S: Store> Task<'a, S> {
     /// Takes the lease of `key` (scoped to the origin, so one key against
@@ -71,7 +71,7 @@ impl<'a, S: Store> Task<'a, S> {
         let policy = self.planner.policy();
         let mut now = now;
         if self.state.attempts() == 0
-            && let Some(deposit) = admission::deposit(&**self.store, &policy.retry_budget)
+            && let Some(deposit) = steps::deposit(&**self.store, &policy.retry_budget)
         {
             let (deposited, at_once) = self.bounded_ready(deposit).await;
             deposited
@@ -258,8 +258,7 @@ impl<'a, S: Store> Task<'a, S> {
         // moment it is issued: dropped unanswered (the task dropped,
         // its deadline passed), what it reserved is given back.
         let (admitted, at_once) = if self.store.answers_at_once() {
-            let Some(admit) = admission::admit(&**self.store, key, pacing, within, self.cost)
-            else {
+            let Some(admit) = steps::admit(&**self.store, key, pacing, within, self.cost) else {
                 return Ok(Step::Go(asked));
             };
             self.bounded_ready(admit).await

@@ -10,7 +10,6 @@ use tokio::time::Instant;
 use super::Task;
 use super::halt::Contract;
 use super::log::log_decision;
-use crate::admission;
 use crate::http_origin::{origin_of, same_origin};
 use crate::observe::WaitReason;
 use crate::origin::{Outcome, OutputStatement, Statement};
@@ -19,6 +18,7 @@ use crate::ratelimit::RateLimitHint;
 use crate::retry_after::{Hint, server_date};
 use crate::scope::{Answer, Answered, Origin, Route, key};
 use crate::store::Store;
+use crate::store::steps;
 
 /// What [`Task::settle`] makes of an answer: its outcome and the scope its
 /// statement is of, or, for a pushback, its rate-limit headers and when it
@@ -297,7 +297,7 @@ impl<S: Store> Task<'_, S> {
             origin,
             self.under_global(),
         );
-        let Some(record) = admission::record(&**self.store, origin, pacing, outcome) else {
+        let Some(record) = steps::record(&**self.store, origin, pacing, outcome) else {
             return;
         };
         let before = self.fallbacks_now();

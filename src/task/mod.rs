@@ -5,7 +5,7 @@
 //! attempt, send it, and on a pushback ask the planner when to retry. Every
 //! store call goes through this module, bounded by the task's deadline;
 //! every decision is the planner's, and every update the core's
-//! ([`admission`](crate::admission)).
+//! ([`store::steps`](crate::store::steps)).
 //!
 //! `mod.rs` is the loop; `admit.rs` the lease and the wait at the origin,
 //! `answer.rs` what an answer means, `report.rs` what the task tells the

@@ -13,9 +13,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::admission::{self, Admitted, Slot};
 use crate::budget::RetryBudget;
 use crate::origin::{Admission, Spent};
+use crate::store::steps::{self, Admitted, Slot};
 use crate::store::{Store, StoreError};
 use crate::util::detach;
 
@@ -121,12 +121,12 @@ impl<'a, S: Store> Permit<'a, S> {
         let Some((origin, slot)) = self.held.as_deref().and_then(|h| h.slot.as_ref()) else {
             return Ok((self, None));
         };
-        let gate = admission::confirm(&**self.store, origin, *slot).await?;
+        let gate = steps::confirm(&**self.store, origin, *slot).await?;
         if let Some((origin, slot)) = self.held().slot.take() {
             let store = Arc::clone(self.store);
             let closed = gate.is_some();
             detach(Box::pin(async move {
-                let _ = admission::settle(&*store, &origin, slot, closed).await;
+                let _ = steps::settle(&*store, &origin, slot, closed).await;
             }));
         }
         Ok((self, gate))
@@ -153,7 +153,7 @@ impl<S: Store> Drop for Permit<'_, S> {
         if let Some((origin, slot)) = held.slot {
             let store = Arc::clone(self.store);
             detach(Box::pin(async move {
-                let _ = admission::release(&*store, &origin, slot).await;
+                let _ = steps::release(&*store, &origin, slot).await;
             }));
         }
         for (key, spent, on_fallback) in held.spent {
@@ -162,7 +162,7 @@ impl<S: Store> Drop for Permit<'_, S> {
         if let Some(budget) = held.token.copied() {
             let store = Arc::clone(self.store);
             detach(Box::pin(async move {
-                let _ = admission::refund(&*store, &budget).await;
+                let _ = steps::refund(&*store, &budget).await;
             }));
         }
     }
@@ -173,7 +173,7 @@ impl<S: Store> Drop for Permit<'_, S> {
 fn give_back<S: Store>(store: &Arc<S>, key: String, spent: Spent, on_fallback: bool) {
     let store = Arc::clone(store);
     detach(Box::pin(async move {
-        let _ = admission::give_back(&*store, &key, spent, on_fallback).await;
+        let _ = steps::give_back(&*store, &key, spent, on_fallback).await;
     }));
 }
 
@@ -222,7 +222,7 @@ mod tests {
         let (probe, _) = admit(&memory).await;
         assert_eq!(probe, Admission::Reopened);
         assert!(
-            admission::withdraw(&memory, &BUDGET)
+            steps::withdraw(&memory, &BUDGET)
                 .expect("a budget")
                 .await
                 .expect("memory store")
@@ -231,11 +231,10 @@ mod tests {
     }
 
     async fn admit(store: &MemoryStore) -> (Admission, bool) {
-        let admitted =
-            admission::admit(store, O, PACING, Within::both(LATEST), crate::Cost::new(0))
-                .expect("the gate on")
-                .await
-                .expect("memory store");
+        let admitted = steps::admit(store, O, PACING, Within::both(LATEST), crate::Cost::new(0))
+            .expect("the gate on")
+            .await
+            .expect("memory store");
         (admitted.admission, admitted.on_fallback)
     }
 

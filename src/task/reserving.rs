@@ -17,10 +17,10 @@ use std::task::{Context, Poll};
 
 use super::Task;
 use super::permit::Permit;
-use crate::admission::{self, Admitted};
 use crate::budget::RetryBudget;
 use crate::origin::{PacingConfig, Within};
 use crate::planner::StoreFault;
+use crate::store::steps::{self, Admitted};
 use crate::store::{Store, StoreError};
 use crate::util::detach;
 
@@ -105,7 +105,7 @@ where
 }
 
 impl<S: Store> Task<'_, S> {
-    /// [`admission::admit`] at the limit `key`, owned (see [`Reserving`]): a slot or units it
+    /// [`steps::admit`] at the limit `key`, owned (see [`Reserving`]): a slot or units it
     /// reserved for a task gone meanwhile are given back. `None` with the
     /// gate off.
     pub(super) fn admit_owned(
@@ -118,7 +118,7 @@ impl<S: Store> Task<'_, S> {
             return None;
         }
         let abandoned = Arc::new(AtomicBool::new(false));
-        let step = admission::admit_step(pacing, within, self.cost, Some(Arc::clone(&abandoned)));
+        let step = steps::admit_step(pacing, within, self.cost, Some(Arc::clone(&abandoned)));
         let (store, origin) = (Arc::clone(self.store), key.to_owned());
         let call = {
             let (store, origin) = (Arc::clone(&store), origin.clone());
@@ -134,13 +134,13 @@ impl<S: Store> Task<'_, S> {
 }
 
 impl<'a, S: Store> Task<'a, S> {
-    /// One retry from the client-wide budget (see [`admission::withdraw`]):
+    /// One retry from the client-wide budget (see [`steps::withdraw`]):
     /// on a store whose calls may wait, owned (see [`Reserving`]), so a
     /// token granted to a task gone meanwhile goes back. Granted at once
     /// with the budget off.
     pub(super) async fn withdraw(&self, budget: &'a RetryBudget) -> Result<bool, StoreFault> {
         if self.store.answers_at_once() {
-            return match admission::withdraw(&**self.store, budget) {
+            return match steps::withdraw(&**self.store, budget) {
                 Some(withdraw) => self.bounded(withdraw).await,
                 None => Ok(true),
             };
@@ -149,7 +149,7 @@ impl<'a, S: Store> Task<'a, S> {
             return Ok(true);
         }
         let abandoned = Arc::new(AtomicBool::new(false));
-        let step = admission::withdraw_step(budget, Some(Arc::clone(&abandoned)));
+        let step = steps::withdraw_step(budget, Some(Arc::clone(&abandoned)));
         let store = Arc::clone(self.store);
         let call = {
             let store = Arc::clone(&store);

@@ -13,11 +13,11 @@ mod isolated;
 mod known;
 mod pace;
 mod quiet;
-mod quota;
 mod renewal;
 mod restart;
 mod slots;
 mod spent;
+mod stated;
 mod status;
 
 const ON: PacingConfig = PacingConfig::DEFAULT;

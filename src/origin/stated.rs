@@ -27,7 +27,7 @@ use super::tuning::TUNING;
 
 /// The stated quota of one origin.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub(super) struct Quota {
+pub(super) struct StatedQuota {
     /// Requests the server will still admit until `until`.
     pub(super) left: u64,
     /// When the stated window resets; zero when no quota was ever stated.
@@ -119,7 +119,7 @@ pub(super) enum Check {
     Probe,
 }
 
-impl Quota {
+impl StatedQuota {
     /// Whether the origin's answers stated a quota and reset at some time.
     pub(super) fn stated(&self) -> bool {
         self.until > Duration::ZERO

@@ -1,7 +1,7 @@
 //! Stated quotas, with fixed times.
 
 use super::*;
-use crate::origin::quota::{Check, Quota};
+use crate::origin::stated::{Check, StatedQuota};
 
 #[test]
 fn a_stated_quota_is_spent_by_admissions_then_holds_the_origin() {
@@ -342,7 +342,7 @@ proptest::proptest! {
         events in proptest::collection::vec((0u64..40, 0u8..3), 1..120)
     ) {
         let max_gate = ms(1_000);
-        let mut q = Quota::default();
+        let mut q = StatedQuota::default();
         let reset = ms(5_000);
         let _ = q.on_stated(Duration::ZERO, Duration::ZERO, remaining, reset, None);
         let mut spent = 0u64;
