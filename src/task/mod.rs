@@ -7,7 +7,7 @@
 //! every decision is the planner's, and every update the core's
 //! ([`store::steps`](crate::store::steps)).
 //!
-//! `mod.rs` is the loop; `admit.rs` the lease and the wait at the origin,
+//! `mod.rs` is the loop; `admit.rs` the lease and the wait at every limit (`ask.rs`: one limit),
 //! `answer.rs` what an answer means, `report.rs` what the task tells the
 //! observer and the caller, `permit.rs` what admission reserved,
 //! `halt.rs` how a task ends early, `log.rs` its `tracing` event.
@@ -32,6 +32,7 @@ use crate::store::{Store, StoreError};
 
 mod admit;
 mod answer;
+mod ask;
 mod halt;
 mod log;
 mod permit;
