@@ -243,7 +243,10 @@ fn row_6_missing_retry_after_behind_the_origins_gate_waits_there() {
     // hold of its own.
     assert_eq!(
         p.origin_outcome(&pb, &d),
-        reqwest_backpressure::origin::Outcome::Pushback { retry_in: None }
+        reqwest_backpressure::origin::Outcome::Pushback {
+            retry_in: None,
+            hold_at_least: None
+        }
     );
     // Where a redirect led elsewhere, this origin's gate does not hold
     // the retry: the fallback delay, from the budget.

@@ -73,7 +73,14 @@ fn drive(
                             Step::Ask(now)
                         }
                     } else {
-                        let _ = o.observe(cfg, now, Outcome::Pushback { retry_in: None });
+                        let _ = o.observe(
+                            cfg,
+                            now,
+                            Outcome::Pushback {
+                                retry_in: None,
+                                hold_at_least: None,
+                            },
+                        );
                         Step::Ask(now)
                     }
                 }
@@ -156,7 +163,14 @@ fn an_isolated_rejection_pauses_new_slots_only_briefly() {
     // The 21st answer is a bare 429: the gate stays open, and the pace's
     // batch stands.
     assert_eq!(
-        o.observe(cfg, ms(3), Outcome::Pushback { retry_in: None }),
+        o.observe(
+            cfg,
+            ms(3),
+            Outcome::Pushback {
+                retry_in: None,
+                hold_at_least: None
+            }
+        ),
         None
     );
     assert_eq!(o.gate_until(ms(3)), None);
