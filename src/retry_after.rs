@@ -234,7 +234,13 @@ pub enum Hint {
     Delay(Duration),
     /// An HTTP-date.
     At(SystemTime),
-    /// A `Retry-After` that is present but invalid: never guessed at.
+    /// A `Retry-After` that is present but invalid: never guessed at; its
+    /// task stops with `invalid_retry_after`. Its pushback still closes
+    /// the origin's gate, for a hold of our own as for a missing one, or,
+    /// when longer, for what a malformed value still reads as a plain
+    /// decimal number of seconds (`2.0`), as its upper bound (one unit of
+    /// its last digit later: 2.1 s), at most `max_wait`: the other tasks
+    /// are held past the time the server named, never sent into it.
     Invalid(InvalidRetryAfter),
 }
 
