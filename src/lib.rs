@@ -60,7 +60,7 @@
 //! | request body cannot be cloned (a stream) | stop | `body_not_replayable` |
 //! | attempts used ≥ `max_attempts` (counts the first send) | stop | `attempt_budget_exhausted` |
 //! | now ≥ deadline | stop | `deadline_exhausted` |
-//! | `Retry-After` present but invalid | stop (never guess) | `invalid_retry_after` |
+//! | `Retry-After` present but invalid | stop (never guess); with the origin gate on, the pushback still closes the gate as a bare `429` does, for the hold of our own, or, when longer, for what the value still reads as a plain decimal number of seconds, as its upper bound (Shopify's `2.0`: 2.1 s; at most `max_wait`; never told as a server time): other tasks are held longer, never early | `invalid_retry_after` |
 //! | `Retry-After` valid and above zero | the server's time | `retry_after` |
 //! | `Retry-After` missing or zero, and a rate-limit header gives a later reset | the reset, as the server's time | `ratelimit` |
 //! | `Retry-After` zero (or a past date), the first time for this task | retry at once (+ jitter); an origin answering zero twice within a second is held for a second at its gate | `retry_after` |

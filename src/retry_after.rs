@@ -73,11 +73,37 @@ pub enum InvalidReason {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
 pub struct InvalidRetryAfter {
     reason: InvalidReason,
+    /// What a malformed value still reads as: a plain decimal number of
+    /// seconds, as its upper bound (see [`decimal_seconds`](Self::decimal_seconds)).
+    decimal_seconds: Option<Duration>,
 }
 
 impl InvalidRetryAfter {
     pub(crate) fn new(reason: InvalidReason) -> Self {
-        InvalidRetryAfter { reason }
+        InvalidRetryAfter {
+            reason,
+            decimal_seconds: None,
+        }
+    }
+
+    /// A malformed `value` (trimmed), with what it still reads as a plain
+    /// decimal number of seconds.
+    fn malformed(value: &str) -> Self {
+        InvalidRetryAfter {
+            reason: InvalidReason::Malformed,
+            decimal_seconds: crate::ratelimit::decimal_seconds(value),
+        }
+    }
+
+    /// What the value still reads as when it is a plain decimal number of
+    /// seconds (`2.0`, as Shopify sends; `1.25`): its upper bound, one
+    /// unit of its last digit later (2.1 s; 1.26 s), never earlier. `None`
+    /// for anything else (a sign, an exponent, a date in another format).
+    /// This is never the time the task that met it retries at (it stops
+    /// with `invalid_retry_after`, the value is not guessed at): only the
+    /// origin's gate holds the other requests at least this long.
+    pub(crate) fn decimal_seconds(&self) -> Option<Duration> {
+        self.decimal_seconds
     }
 
     /// What was wrong with the value.
@@ -149,7 +175,7 @@ fn parse_bytes(raw: &[u8]) -> Result<RetryAfter, InvalidRetryAfter> {
         std::str::from_utf8(value).map_err(|_| InvalidRetryAfter::new(InvalidReason::NonAscii))?;
     parse_date(text)
         .map(RetryAfter::At)
-        .ok_or(InvalidRetryAfter::new(InvalidReason::Malformed))
+        .ok_or_else(|| InvalidRetryAfter::malformed(text))
 }
 
 /// An HTTP-date in one of the three formats, through httpdate, with two
@@ -208,7 +234,13 @@ pub enum Hint {
     Delay(Duration),
     /// An HTTP-date.
     At(SystemTime),
-    /// A `Retry-After` that is present but invalid: never guessed at.
+    /// A `Retry-After` that is present but invalid: never guessed at; its
+    /// task stops with `invalid_retry_after`. Its pushback still closes
+    /// the origin's gate, for a hold of our own as for a missing one, or,
+    /// when longer, for what a malformed value still reads as a plain
+    /// decimal number of seconds (`2.0`), as its upper bound (one unit of
+    /// its last digit later: 2.1 s), at most `max_wait`: the other tasks
+    /// are held past the time the server named, never sent into it.
     Invalid(InvalidRetryAfter),
 }
 
@@ -273,6 +305,48 @@ pub fn server_date(headers: &HeaderMap) -> Option<SystemTime> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_malformed_plain_decimal_still_reads_as_its_upper_bound() {
+        let read = |v: &str| parse_retry_after(v).err().and_then(|e| e.decimal_seconds());
+        assert_eq!(read("2.0"), Some(Duration::from_millis(2100)));
+        assert_eq!(read(" 2.000 "), Some(Duration::from_millis(2001)));
+        assert_eq!(read("1.25"), Some(Duration::from_millis(1260)));
+        assert_eq!(read("0.5"), Some(Duration::from_millis(600)));
+        for not_decimal in [
+            "-1",
+            "+2",
+            "1e3",
+            "2.",
+            ".5",
+            "1.5s",
+            "2 .0",
+            "soon",
+            "1.0000000001",
+        ] {
+            assert_eq!(read(not_decimal), None, "{not_decimal}");
+        }
+        // A valid value is no error; other reasons carry no reading.
+        assert!(parse_retry_after("2").is_ok());
+        assert_eq!(Hint::from_headers(&two_fields()).value(), None);
+        match Hint::from_headers(&two_fields()) {
+            Hint::Invalid(e) => assert_eq!(e.decimal_seconds(), None),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn two_fields() -> http::HeaderMap {
+        let mut h = http::HeaderMap::new();
+        h.append(
+            http::header::RETRY_AFTER,
+            http::HeaderValue::from_static("2.0"),
+        );
+        h.append(
+            http::header::RETRY_AFTER,
+            http::HeaderValue::from_static("2.0"),
+        );
+        h
+    }
 
     #[test]
     fn trims_only_sp_and_htab() {

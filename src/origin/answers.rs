@@ -66,7 +66,10 @@ impl OriginState {
         self.first.answered = true;
         match outcome {
             Outcome::Admitted => self.on_success_under(cfg, now),
-            Outcome::Pushback { retry_in } => {
+            Outcome::Pushback {
+                retry_in,
+                hold_at_least,
+            } => {
                 // A limit whose first event is a pushback (a scope an
                 // answer named) holds for its declared pace's own hold,
                 // as one that admitted a request first would.
@@ -82,6 +85,7 @@ impl OriginState {
                     now,
                     answered,
                     retry_in.map(|d| answered.saturating_add(d)),
+                    hold_at_least,
                 );
             }
             Outcome::Held {
@@ -239,21 +243,27 @@ impl OriginState {
     /// set), and cuts the pace.
     pub fn on_pushback(&mut self, cfg: PacingConfig, now: Duration, retry_at: Option<Duration>) {
         self.first.answered = true;
-        self.reject(cfg, now, now, retry_at);
+        self.reject(cfg, now, now, retry_at, None);
     }
 
     /// [`on_pushback`](Self::on_pushback) for a pushback the origin answered
-    /// at `answered`, applied at `now` (see [`hold`](Self::hold)).
+    /// at `answered`, applied at `now` (see [`hold`](Self::hold)); the
+    /// gate holds at least `hold_at_least` from the answer (see
+    /// [`Outcome::Pushback`]).
     fn reject(
         &mut self,
         cfg: PacingConfig,
         now: Duration,
         answered: Duration,
         retry_at: Option<Duration>,
+        hold_at_least: Option<Duration>,
     ) {
         self.recent.rejected();
         let explained = self.tokens.explains_rejection(now);
-        let isolated = retry_at.is_none() && !explained && self.isolated(cfg, now);
+        // A rejection naming a time, even in a format we do not read as
+        // the server's, is the origin's throttle, not one request's.
+        let isolated =
+            retry_at.is_none() && hold_at_least.is_none() && !explained && self.isolated(cfg, now);
         // A rejection the stated cost quota explains (an LLM API's tokens
         // spent) holds the origin like a spent quota: it says nothing of
         // the rate the origin admits in requests. Nor does one isolated
@@ -279,6 +289,11 @@ impl OriginState {
             return;
         }
         self.hold(cfg, now, answered, retry_at);
+        if cfg.gate
+            && let Some(least) = hold_at_least
+        {
+            self.gate.hold_at_least(cfg.max_gate, answered, least);
+        }
     }
 
     /// Whether a rejection with no time, just counted, is isolated among

@@ -154,6 +154,28 @@ impl Gate {
         Closing::Closed(answered)
     }
 
+    /// A pushback answered at `answered` whose invalid `Retry-After` still
+    /// reads as `least` (see [`Outcome::Pushback`](super::Outcome::Pushback)):
+    /// the gate, closed by [`close`](Self::close) or
+    /// [`close_silent`](Self::close_silent) for this answer, stays closed
+    /// until at least `least` after it (at most `max_gate`), keeping a
+    /// later time already set. Holding other requests longer is never
+    /// early; `least` is no server time, so nobody refused is told it as
+    /// one.
+    pub(super) fn hold_at_least(
+        &mut self,
+        max_gate: Duration,
+        answered: Duration,
+        least: Duration,
+    ) {
+        let at = answered.saturating_add(least.min(max_gate));
+        if at > self.until {
+            self.until = at;
+            self.span = at - answered;
+            self.reopen_pending = true;
+        }
+    }
+
     /// A rejection isolated among successes, answered at `answered`: no
     /// new slot for `hold` (at most `max_gate`), so that the rejected
     /// request's retry does not meet at once what refused it (an object

@@ -80,6 +80,16 @@ pub enum Outcome {
     Pushback {
         /// How long from now the server asked to wait.
         retry_in: Option<Duration>,
+        /// With no valid time, the least the gate's hold of our own lasts
+        /// from now, if anything: what an invalid `Retry-After` still
+        /// reads as, a plain decimal number of seconds (Shopify's `2.0`),
+        /// as its upper bound (one unit of its last digit later: 2.1 s).
+        /// The gate holds the origin for the longer of the two (at most
+        /// `max_gate`), so that no other request lands inside the time the
+        /// server named; it is no server time (nobody is told it as one),
+        /// and the task that met it still stops with `invalid_retry_after`.
+        /// `None`: the hold of our own alone.
+        hold_at_least: Option<Duration>,
     },
     /// Another limit of the request's set pushed back for a time that holds
     /// this one as well (GitHub's secondary limit, which holds the whole

@@ -336,7 +336,9 @@ impl Planner {
     /// (so the gate and pacing keep working). A zero says "under a second":
     /// the task that met it twice backs off further itself, but one task's
     /// backoff must not hold the whole origin for longer than the server
-    /// named.
+    /// named. An invalid `Retry-After` that still reads as a plain decimal
+    /// number of seconds (`2.0`) holds the gate at least that long
+    /// (`hold_at_least`), though the task itself stops.
     #[must_use]
     pub fn origin_outcome(&self, pushback: &Pushback, decision: &Decision) -> Outcome {
         let retry_in = match decision {
@@ -347,7 +349,14 @@ impl Planner {
             } if pushback.retry_after().is_some() => Some((*delay).min(ZERO_GRANULARITY)),
             _ => pushback.server_delay(),
         };
-        Outcome::Pushback { retry_in }
+        let hold_at_least = match pushback.hint {
+            Hint::Invalid(invalid) => invalid.decimal_seconds(),
+            _ => None,
+        };
+        Outcome::Pushback {
+            retry_in,
+            hold_at_least,
+        }
     }
 
     #[doc(hidden)]

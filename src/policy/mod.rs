@@ -25,6 +25,14 @@ use crate::ratelimit::RateLimitHeaders;
 /// off (or when a redirect led to the origin that answered), after this
 /// delay, spending the retry budget. With `Stop`, the task stops with
 /// `missing_retry_after`, gate or not.
+///
+/// An invalid `Retry-After` is no missing one: its task stops with
+/// `invalid_retry_after` whatever the fallback (its time is never
+/// guessed). Its pushback still closes the origin's gate for the same hold
+/// of our own, or, when longer, for what the value still reads as a plain
+/// decimal number of seconds, as its upper bound (Shopify's `2.0`: 2.1 s;
+/// at most `max_wait`), so that the other tasks do not send into the time
+/// the server named. Holding them longer is never early.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fallback {
     /// Wait this long (plus jitter), within all the other budgets.

@@ -14,8 +14,8 @@ mod shopify;
 pub(crate) use shopify::{LeakyBucket, stated_bucket};
 
 mod spec;
-pub(crate) use spec::single;
 use spec::{LimitSpec, last_digit};
+pub(crate) use spec::{decimal_seconds, single};
 
 const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
 const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");

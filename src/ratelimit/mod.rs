@@ -22,6 +22,6 @@ pub(crate) mod ietf;
 mod reset;
 
 pub use headers::RateLimitHeaders;
-pub(crate) use headers::{Scoping, should_retry, single, stated_bucket};
+pub(crate) use headers::{Scoping, decimal_seconds, should_retry, single, stated_bucket};
 pub use hint::{RateLimitHint, TokenLimit};
 pub use reset::{MAX_RATELIMIT_LEN, ResetFormat, parse_reset};

@@ -219,7 +219,13 @@ impl<S: Store> Task<'_, S> {
             // it holds the origin, which learns no rate from a penalty;
             // the resource, whose quota had units left, learns to spend
             // it in smaller bursts.
-            (true, Some(scope), Outcome::Pushback { retry_in: Some(d) }) => {
+            (
+                true,
+                Some(scope),
+                Outcome::Pushback {
+                    retry_in: Some(d), ..
+                },
+            ) => {
                 let resource = key::limit_key(&self.origin, Some(&scope));
                 let held_by = |stated_here| Outcome::Held {
                     retry_in: d,

@@ -216,6 +216,7 @@ mod tests {
         }
         let back = Outcome::Pushback {
             retry_in: Some(Duration::from_millis(100)),
+            hold_at_least: None,
         };
         memory.record(O, PACING, back).await.expect("memory store");
         tokio::time::advance(Duration::from_millis(100)).await;
@@ -377,6 +378,7 @@ mod tests {
         // The probe is rejected while the task waits: the gate closes again.
         let back = Outcome::Pushback {
             retry_in: Some(Duration::from_secs(3)),
+            hold_at_least: None,
         };
         memory.record(O, PACING, back).await.expect("memory store");
         let permit = Permit::new(&store).with_slot(O, slot);

@@ -243,7 +243,10 @@ fn row_6_missing_retry_after_behind_the_origins_gate_waits_there() {
     // hold of its own.
     assert_eq!(
         p.origin_outcome(&pb, &d),
-        reqwest_backpressure::origin::Outcome::Pushback { retry_in: None }
+        reqwest_backpressure::origin::Outcome::Pushback {
+            retry_in: None,
+            hold_at_least: None
+        }
     );
     // Where a redirect led elsewhere, this origin's gate does not hold
     // the retry: the fallback delay, from the budget.
@@ -1399,7 +1402,8 @@ fn a_repeated_zero_holds_the_origin_for_the_header_granularity_not_the_task_back
     assert_eq!(
         p.origin_outcome(&delay(0), &first),
         Outcome::Pushback {
-            retry_in: Some(Duration::ZERO)
+            retry_in: Some(Duration::ZERO),
+            hold_at_least: None,
         }
     );
     assert_eq!(p.claim(&mut task, t0), Claim::Send { attempt: 2 });
@@ -1419,7 +1423,8 @@ fn a_repeated_zero_holds_the_origin_for_the_header_granularity_not_the_task_back
     assert_eq!(
         p.origin_outcome(&delay(0), &second),
         Outcome::Pushback {
-            retry_in: Some(secs(1))
+            retry_in: Some(secs(1)),
+            hold_at_least: None,
         }
     );
     // A fallback shorter than a second is passed on as it is.
@@ -1431,7 +1436,43 @@ fn a_repeated_zero_holds_the_origin_for_the_header_granularity_not_the_task_back
     assert_eq!(
         p.origin_outcome(&delay(0), &second),
         Outcome::Pushback {
-            retry_in: Some(ms(300))
+            retry_in: Some(ms(300)),
+            hold_at_least: None,
         }
     );
+}
+
+/// An invalid `Retry-After` stops its task, and what it still reads as,
+/// decimal seconds (as its upper bound), is the least the origin's gate
+/// holds; anything else invalid is our own hold alone.
+#[test]
+fn an_invalid_decimal_retry_after_stops_its_task_and_floors_the_origin_hold() {
+    use reqwest_backpressure::origin::Outcome;
+    let p = planner(policy());
+    let t0 = Instant::now();
+    let mut task = sent(&p, t0 + secs(60), t0);
+    let two = pushback(Hint::Invalid(parse_retry_after("2.0").unwrap_err()));
+    let decision = p.plan(&mut task, &two, t0, 0);
+    assert_eq!(decision, Decision::Stop(StopReason::InvalidRetryAfter));
+    assert_eq!(
+        p.origin_outcome(&two, &decision),
+        Outcome::Pushback {
+            retry_in: None,
+            hold_at_least: Some(ms(2100)),
+        }
+    );
+    for garbage in ["-1", "1e3", "soon", "2.0s"] {
+        let mut task = sent(&p, t0 + secs(60), t0);
+        let bad = pushback(Hint::Invalid(parse_retry_after(garbage).unwrap_err()));
+        let decision = p.plan(&mut task, &bad, t0, 0);
+        assert_eq!(decision, Decision::Stop(StopReason::InvalidRetryAfter));
+        assert_eq!(
+            p.origin_outcome(&bad, &decision),
+            Outcome::Pushback {
+                retry_in: None,
+                hold_at_least: None,
+            },
+            "{garbage}"
+        );
+    }
 }

@@ -204,6 +204,7 @@ async fn teach_five_a_second(store: &MemoryStore, origin: &str) {
             cfg,
             Outcome::Pushback {
                 retry_in: Some(Duration::from_secs(1)),
+                hold_at_least: None,
             },
         )
         .await
@@ -266,6 +267,7 @@ async fn answers_without_a_time_cut_the_learned_pace_once_per_period() {
             cfg,
             Outcome::Pushback {
                 retry_in: Some(Duration::from_secs(1)),
+                hold_at_least: None,
             },
         )
         .await
@@ -279,7 +281,14 @@ async fn answers_without_a_time_cut_the_learned_pace_once_per_period() {
     // Six 503s without Retry-After within one period.
     for _ in 0..6 {
         store
-            .record(origin, cfg, Outcome::Pushback { retry_in: None })
+            .record(
+                origin,
+                cfg,
+                Outcome::Pushback {
+                    retry_in: None,
+                    hold_at_least: None,
+                },
+            )
             .await
             .unwrap();
     }

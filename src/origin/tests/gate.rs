@@ -34,6 +34,7 @@ fn an_enormous_server_time_closes_the_gate_for_its_cap() {
         ms(5000),
         Outcome::Pushback {
             retry_in: Some(Duration::MAX),
+            hold_at_least: None,
         },
     );
     assert_eq!(closed, Some(LONG));
@@ -71,6 +72,7 @@ fn gate_off_admits_everything() {
 fn a_late_applied_pushback_counts_from_its_answer() {
     let pushback = Outcome::Pushback {
         retry_in: Some(ms(1000)),
+        hold_at_least: None,
     };
     let mut o = OriginState::new(ms(0));
     // Answered at 100 ms, applied at 400 ms: closed until 1,100 ms.
@@ -90,6 +92,68 @@ fn a_late_applied_pushback_counts_from_its_answer() {
     // Applied at once, as before.
     let mut o = OriginState::new(ms(0));
     assert_eq!(o.observe_late(ON, ms(100), ms(0), pushback), Some(ms(1000)));
+}
+
+/// An invalid `Retry-After` that still reads as decimal seconds (Shopify's
+/// `2.0`: 2.1 s) holds the gate for the longer of our own hold and that
+/// reading, capped at `max_gate`, and never shortens a later time.
+#[test]
+fn an_invalid_time_that_reads_as_seconds_holds_the_gate_at_least_that_long() {
+    let invalid = |least| Outcome::Pushback {
+        retry_in: None,
+        hold_at_least: Some(least),
+    };
+    // Our own hold alone: a second from the answer.
+    let mut bare = OriginState::new(ms(0));
+    bare.observe(
+        ON,
+        ms(10),
+        Outcome::Pushback {
+            retry_in: None,
+            hold_at_least: None,
+        },
+    );
+    assert_eq!(bare.gate_until(ms(10)), Some(ms(1010)));
+    // The reading is longer: it holds.
+    let mut o = OriginState::new(ms(0));
+    assert_eq!(o.observe(ON, ms(10), invalid(ms(2100))), Some(ms(2100)));
+    assert_eq!(o.admit(ON, ms(2000), LONG), Admission::GateClosed(ms(110)));
+    assert_eq!(
+        o.admit(ON, ms(2000), ms(50)),
+        Admission::Refused { free_in: ms(110) }
+    );
+    // Behind a learned pace (a hold of a few intervals), the same.
+    let mut paced = after_burst(10);
+    let _ = paced.admit(ON, ms(1000), LONG);
+    paced.observe(ON, ms(1000), invalid(ms(2100)));
+    assert_eq!(paced.gate_until(ms(1000)), Some(ms(3100)));
+    // Shorter than our own hold: our own hold.
+    let mut short = OriginState::new(ms(0));
+    short.observe(ON, ms(10), invalid(ms(110)));
+    assert_eq!(short.gate_until(ms(10)), Some(ms(1010)));
+    // Enormous: capped at max_gate from the answer.
+    let mut huge = OriginState::new(ms(0));
+    huge.observe(ON, ms(10), invalid(Duration::MAX));
+    assert_eq!(huge.gate_until(ms(10)), Some(ms(10) + ON.max_gate));
+    // A later server time already set is kept.
+    let mut later = OriginState::new(ms(0));
+    later.on_pushback(ON, ms(0), Some(ms(5000)));
+    later.observe(ON, ms(100), invalid(ms(2100)));
+    assert_eq!(later.gate_until(ms(100)), Some(ms(5000)));
+    // An earlier close of this burst is lengthened to the reading.
+    let mut burst = OriginState::new(ms(0));
+    burst.on_pushback(ON, ms(0), Some(ms(500)));
+    burst.observe(ON, ms(100), invalid(ms(2100)));
+    assert_eq!(burst.gate_until(ms(100)), Some(ms(2200)));
+    // Gate off: nothing held.
+    let off = PacingConfig {
+        gate: false,
+        pace: false,
+        ..PacingConfig::DEFAULT
+    };
+    let mut o = OriginState::new(ms(0));
+    o.observe(off, ms(10), invalid(ms(2100)));
+    assert_eq!(o.admit(off, ms(20), LONG), Admission::Now);
 }
 
 proptest::proptest! {

@@ -73,7 +73,14 @@ fn drive(
                             Step::Ask(now)
                         }
                     } else {
-                        let _ = o.observe(cfg, now, Outcome::Pushback { retry_in: None });
+                        let _ = o.observe(
+                            cfg,
+                            now,
+                            Outcome::Pushback {
+                                retry_in: None,
+                                hold_at_least: None,
+                            },
+                        );
                         Step::Ask(now)
                     }
                 }
@@ -156,7 +163,14 @@ fn an_isolated_rejection_pauses_new_slots_only_briefly() {
     // The 21st answer is a bare 429: the gate stays open, and the pace's
     // batch stands.
     assert_eq!(
-        o.observe(cfg, ms(3), Outcome::Pushback { retry_in: None }),
+        o.observe(
+            cfg,
+            ms(3),
+            Outcome::Pushback {
+                retry_in: None,
+                hold_at_least: None
+            }
+        ),
         None
     );
     assert_eq!(o.gate_until(ms(3)), None);
@@ -242,4 +256,25 @@ fn a_learned_pace_is_cut_by_a_rejection_among_successes_as_ever() {
     assert!(o.gate_until(ms(1100)).is_some());
     let _ = o.admit(ON, ms(3000), LONG);
     assert!(o.rate() < learned, "{learned} then {}", o.rate());
+}
+
+/// A rejection among successes whose invalid `Retry-After` still reads as
+/// decimal seconds named a throttle: it is the origin's, not one
+/// request's, and closes the gate at least that long.
+#[test]
+fn a_rejection_naming_a_decimal_time_is_no_isolated_one() {
+    let cfg = declared(STRIPE);
+    let mut o = OriginState::new(ms(0));
+    for _ in 0..25 {
+        assert_eq!(o.admit(cfg, ms(0), LONG), Admission::Now);
+    }
+    for _ in 0..20 {
+        o.on_success(ms(3));
+    }
+    let named = Outcome::Pushback {
+        retry_in: None,
+        hold_at_least: Some(ms(2100)),
+    };
+    assert_eq!(o.observe(cfg, ms(3), named), Some(ms(2100)));
+    assert_eq!(o.gate_until(ms(3)), Some(ms(2103)));
 }

@@ -105,6 +105,7 @@ fn after_a_penalty_a_quota_of_known_size_governs_again() {
         ms(20),
         Outcome::Pushback {
             retry_in: Some(ms(3000)),
+            hold_at_least: None,
         },
     );
     assert!(matches!(
@@ -143,6 +144,7 @@ fn a_pushback_shorter_than_the_quotas_window_is_another_limit_and_paced() {
         ms(40),
         Outcome::Pushback {
             retry_in: Some(ms(1000)),
+            hold_at_least: None,
         },
     );
     assert_eq!(o.admit(ON, ms(1040), LONG), Admission::Reopened);
@@ -421,6 +423,7 @@ fn tokens_spent_then_rejected(tokens_left: u64) -> OriginState {
         ms(50),
         Outcome::Pushback {
             retry_in: Some(ms(950)),
+            hold_at_least: None,
         },
     );
     o
@@ -473,6 +476,7 @@ fn a_request_another_limit_rejects_gives_its_unit_of_the_stated_quota_back() {
             ms(20),
             Outcome::Pushback {
                 retry_in: Some(ms(1000)),
+                hold_at_least: None,
             },
         );
     }

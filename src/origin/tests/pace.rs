@@ -207,7 +207,14 @@ fn after_silent_burst(n: u32) -> OriginState {
         o.on_success(ms(0));
     }
     for t in 0..250 {
-        o.observe(ON, ms(5 + t / 10), Outcome::Pushback { retry_in: None });
+        o.observe(
+            ON,
+            ms(5 + t / 10),
+            Outcome::Pushback {
+                retry_in: None,
+                hold_at_least: None,
+            },
+        );
     }
     o
 }
@@ -278,7 +285,14 @@ fn a_smooth_pace_rejected_holds_briefly_and_rises_again_after_a_clean_second() {
     let rate = o.rate();
     o.on_success(ms(1010));
     // One request over the server's rate: a hold of four intervals.
-    o.observe(ON, ms(1500), Outcome::Pushback { retry_in: None });
+    o.observe(
+        ON,
+        ms(1500),
+        Outcome::Pushback {
+            retry_in: None,
+            hold_at_least: None,
+        },
+    );
     let hold = o.gate_until(ms(1500)).expect("closed") - ms(1500);
     assert_eq!(hold, (ms(1020) / 50 * 4).max(TUNING.smooth_hold_min));
     assert_eq!(o.admit(ON, ms(1500) + hold, LONG), Admission::Reopened);
@@ -306,7 +320,14 @@ fn a_rejected_probe_grows_the_hold_up_to_its_cap_and_a_success_resets_it() {
         assert_eq!(o.admit(ON, at, LONG), Admission::Reopened);
         let answered = at + ms(3);
         assert_eq!(
-            o.observe(ON, answered, Outcome::Pushback { retry_in: None }),
+            o.observe(
+                ON,
+                answered,
+                Outcome::Pushback {
+                    retry_in: None,
+                    hold_at_least: None
+                }
+            ),
             o.gate_until(answered).map(|until| until - answered)
         );
         let until = o.gate_until(answered).expect("closed again");
@@ -320,7 +341,14 @@ fn a_rejected_probe_grows_the_hold_up_to_its_cap_and_a_success_resets_it() {
     );
     for _ in 0..4 {
         assert_eq!(o.admit(ON, at, LONG), Admission::Reopened);
-        o.observe(ON, at, Outcome::Pushback { retry_in: None });
+        o.observe(
+            ON,
+            at,
+            Outcome::Pushback {
+                retry_in: None,
+                hold_at_least: None,
+            },
+        );
         let until = o.gate_until(at).expect("closed again");
         holds.push(until - at);
         at = until;
@@ -330,7 +358,14 @@ fn a_rejected_probe_grows_the_hold_up_to_its_cap_and_a_success_resets_it() {
     // rejection holds it for a second again.
     assert_eq!(o.admit(ON, at, LONG), Admission::Reopened);
     o.on_success(at + ms(3));
-    o.observe(ON, at + ms(10), Outcome::Pushback { retry_in: None });
+    o.observe(
+        ON,
+        at + ms(10),
+        Outcome::Pushback {
+            retry_in: None,
+            hold_at_least: None,
+        },
+    );
     assert_eq!(o.gate_until(at + ms(10)), Some(at + ms(1010)));
 }
 
@@ -342,7 +377,14 @@ fn a_silent_hold_never_passes_max_wait() {
         ..ON
     };
     let mut o2 = OriginState::new(ms(0));
-    o2.observe(capped, ms(0), Outcome::Pushback { retry_in: None });
+    o2.observe(
+        capped,
+        ms(0),
+        Outcome::Pushback {
+            retry_in: None,
+            hold_at_least: None,
+        },
+    );
     assert_eq!(o2.gate_until(ms(0)), Some(ms(300)));
     // And a server's later time is never shortened by a hold of ours.
     o.observe(
@@ -350,9 +392,17 @@ fn a_silent_hold_never_passes_max_wait() {
         ms(10),
         Outcome::Pushback {
             retry_in: Some(ms(5000)),
+            hold_at_least: None,
         },
     );
-    o.observe(ON, ms(20), Outcome::Pushback { retry_in: None });
+    o.observe(
+        ON,
+        ms(20),
+        Outcome::Pushback {
+            retry_in: None,
+            hold_at_least: None,
+        },
+    );
     assert_eq!(o.gate_until(ms(20)), Some(ms(5010)));
 }
 
@@ -439,7 +489,14 @@ fn a_slot_booked_before_a_rejected_probe_does_not_leave_when_the_hold_passes() {
         }
     }
     let (late_wait, late) = late.expect("slots booked past the hold");
-    o.observe(ON, ms(1008), Outcome::Pushback { retry_in: None });
+    o.observe(
+        ON,
+        ms(1008),
+        Outcome::Pushback {
+            retry_in: None,
+            hold_at_least: None,
+        },
+    );
     let until = o.gate_until(ms(1008)).expect("closed by the probe");
     assert_eq!(until, ms(1008) + TUNING.silent_probe_hold);
     // A slot due while the gate holds waits for it.

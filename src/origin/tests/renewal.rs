@@ -106,7 +106,14 @@ fn a_give_back_never_raises_the_count_past_the_quotas_size() {
     // admitted come back after the renewal: their units were the last
     // window's, not this one's to give.
     for _ in 0..3 {
-        o.observe(ON, ms(1001), Outcome::Pushback { retry_in: None });
+        o.observe(
+            ON,
+            ms(1001),
+            Outcome::Pushback {
+                retry_in: None,
+                hold_at_least: None,
+            },
+        );
     }
     assert!(o.quota.left <= 3, "{} left of 3", o.quota.left);
 }
@@ -165,6 +172,7 @@ fn a_rejection_gives_back_no_unit_of_a_spent_quota() {
         ms(260),
         Outcome::Pushback {
             retry_in: Some(ms(1000)),
+            hold_at_least: None,
         },
     );
     assert_eq!(o.gate_in(ms(1260)), Some(ms(280)));

@@ -252,7 +252,14 @@ fn stated_window_run(tasks: usize, cap: u64, rtt: Duration, queued: Duration) ->
                         rejected_retries += 1;
                     }
                     let retry_in = Some(reset_in.max(ms(1000)));
-                    let _ = o.observe(ON, now, Outcome::Pushback { retry_in });
+                    let _ = o.observe(
+                        ON,
+                        now,
+                        Outcome::Pushback {
+                            retry_in,
+                            hold_at_least: None,
+                        },
+                    );
                     events.push(Reverse((now + reset_in.max(ms(1000)), ASK, task, now)));
                 }
                 false

@@ -86,6 +86,14 @@ impl LimitSpec {
     }
 }
 
+/// `value` read as a plain decimal number of seconds (`2.0`), as its upper
+/// bound (one unit of its last digit later: 2.1 s); `None` when it is not
+/// one. Pure: a number of seconds needs no clock.
+pub(crate) fn decimal_seconds(value: &str) -> Option<Duration> {
+    let read = parse_reset(value, ResetFormat::Seconds, std::time::UNIX_EPOCH)?;
+    Some(read.saturating_add(last_digit(value, ResetFormat::Seconds)))
+}
+
 /// One unit of the last digit of a reset in seconds written with a
 /// fraction (`1.25`: 10 ms; `1470173023.123`: 1 ms), zero otherwise. A
 /// server that truncated the time to those digits (Discord's reset-after

@@ -156,6 +156,7 @@ pub async fn origin_state_starts_new_and_stays<S: Store>(store: S) {
     }
     let back = Outcome::Pushback {
         retry_in: Some(Duration::from_secs(5)),
+        hold_at_least: None,
     };
     store
         .update_origin(o, move |s, now| s.observe(PACING, now.time(), back))
@@ -215,6 +216,7 @@ pub async fn concurrent_admits_never_exceed_a_learned_batch<S: Store + Clone>(st
     }
     let back = Outcome::Pushback {
         retry_in: Some(period),
+        hold_at_least: None,
     };
     let closed = store.record(o, PACING, back).await.or_fail("record");
     assert!(closed.is_some(), "a pushback closed no gate");
@@ -272,6 +274,7 @@ pub async fn another_handle_sees_a_pushback<S: Store + Clone>(store: S) {
     let other = store.clone();
     let back = Outcome::Pushback {
         retry_in: Some(Duration::from_secs(5)),
+        hold_at_least: None,
     };
     let closed = store.record(o, PACING, back).await.or_fail("record");
     assert!(

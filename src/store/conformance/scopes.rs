@@ -27,6 +27,7 @@ pub async fn scope_gates_hold_apart<S: Store + Clone>(store: S) {
     let other = store.clone();
     let back = |secs| Outcome::Pushback {
         retry_in: Some(Duration::from_secs(secs)),
+        hold_at_least: None,
     };
     store.record(&a, PACING, back(5)).await.or_fail("record");
     let gate = other.gate(&a).await.or_fail("gate");
@@ -117,6 +118,7 @@ pub async fn scope_paces_are_learned_apart<S: Store + Clone>(store: S) {
     }
     let back = Outcome::Pushback {
         retry_in: Some(period),
+        hold_at_least: None,
     };
     let closed = store.record(&a, PACING, back).await.or_fail("record");
     assert!(closed.is_some(), "a pushback closed no gate");
@@ -170,6 +172,7 @@ pub async fn hostile_scope_names_make_keys_of_their_own<S: Store>(store: S) {
     for (i, key) in keys.iter().enumerate() {
         let back = Outcome::Pushback {
             retry_in: Some(seconds(i)),
+            hold_at_least: None,
         };
         store.record(key, PACING, back).await.or_fail("record");
     }
@@ -216,6 +219,7 @@ pub async fn idle_scopes_are_forgotten_as_origins_are<S: Store>(store: S) {
     }
     let back = Outcome::Pushback {
         retry_in: Some(hold),
+        hold_at_least: None,
     };
     store.record(&held, long_gate, back).await.or_fail("record");
     tokio::time::sleep(ORIGIN_IDLE + Duration::from_secs(1)).await;

@@ -126,6 +126,7 @@ async fn successes_reach_the_shared_pace_without_another_write() {
         tokio::time::sleep(Duration::from_millis(500)).await;
         let back = Outcome::Pushback {
             retry_in: Some(Duration::from_secs(1)),
+            hold_at_least: None,
         };
         a.record(o, cfg, back).await.expect("redis up");
         m.record(o, cfg, back).await.expect("memory");
@@ -192,6 +193,7 @@ async fn a_burst_of_pushbacks_is_written_together_and_gates_from_the_answer() {
             tasks.spawn(async move {
                 let pushback = Outcome::Pushback {
                     retry_in: Some(Duration::from_secs(1)),
+                    hold_at_least: None,
                 };
                 store.record(origin, pacing, pushback).await
             });

@@ -293,6 +293,7 @@ async fn an_admission_whose_caller_went_away_reserves_nothing() {
         let o = "http://admit.test:80";
         let back = Outcome::Pushback {
             retry_in: Some(Duration::from_secs(1)),
+            hold_at_least: None,
         };
         assert!(a.record(o, pacing, back).await.expect("redis up").is_some());
         // The gate has reopened: the next admission is its probe.
@@ -506,6 +507,7 @@ async fn tasks_dropped_while_they_wait_for_a_shared_slot_give_it_back() {
             pacing,
             reqwest_backpressure::store::Outcome::Pushback {
                 retry_in: Some(Duration::from_secs(1)),
+                hold_at_least: None,
             },
         )
         .await

@@ -56,6 +56,7 @@ async fn write_limits(store: &RedisStore, origin: &str, hold: Duration) {
         let outcome = match scope {
             "search" => Outcome::Pushback {
                 retry_in: Some(hold),
+                hold_at_least: None,
             },
             _ => Outcome::Admitted,
         };
