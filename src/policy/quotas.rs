@@ -23,7 +23,7 @@ impl Policy {
     ///
     /// An origin that cannot be read, a count of 0, or a span under a
     /// millisecond or over [`Quota::LONGEST_SPAN`] (366 days) make the
-    /// policy invalid ([`InvalidPolicy::Quota`]).
+    /// policy invalid ([`InvalidPolicy::Quota`](crate::InvalidPolicy::Quota)).
     ///
     /// ```
     /// use std::time::Duration;
