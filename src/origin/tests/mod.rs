@@ -5,6 +5,7 @@ use super::pace::Mode;
 use super::*;
 
 mod bucket;
+mod costs;
 mod declared;
 mod declared_binds;
 mod gate;
@@ -15,6 +16,7 @@ mod pace;
 mod quiet;
 mod renewal;
 mod restart;
+mod silent;
 mod slots;
 mod spent;
 mod stated;
