@@ -8,13 +8,13 @@ use http::{HeaderMap, StatusCode};
 
 use super::hint::{Fold, RateLimitHint, Unit};
 use super::ietf;
-use super::reset::{ResetFormat, parse_reset};
+use super::reset::ResetFormat;
 
 mod shopify;
 pub(crate) use shopify::{LeakyBucket, stated_bucket};
 
 mod spec;
-use spec::{LimitSpec, last_digit};
+use spec::{LimitSpec, upper_bound};
 pub(crate) use spec::{decimal_seconds, single};
 
 const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");

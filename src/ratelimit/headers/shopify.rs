@@ -226,10 +226,7 @@ impl RateLimitHeaders {
             .iter()
             .flat_map(|spec| &spec.resets)
             .filter(|(name, _)| *name == RETRY_AFTER)
-            .find_map(|(_, format)| {
-                let delay = super::parse_reset(value, *format, server_now)?;
-                Some(delay.saturating_add(super::last_digit(value, *format)))
-            })
+            .find_map(|(_, format)| super::upper_bound(value, *format, server_now))
     }
 }
 

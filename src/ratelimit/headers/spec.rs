@@ -49,8 +49,7 @@ impl LimitSpec {
     pub(super) fn read(&self, headers: &HeaderMap, server_now: SystemTime) -> Option<Limit> {
         let reset = self.resets.iter().find_map(|(name, format)| {
             let value = std::str::from_utf8(single(headers, name)?).ok()?;
-            let reset = parse_reset(value, *format, server_now)?;
-            Some(reset.saturating_add(last_digit(value, *format)))
+            upper_bound(value, *format, server_now)
         });
         let remaining = self
             .remaining
@@ -90,8 +89,19 @@ impl LimitSpec {
 /// bound (one unit of its last digit later: 2.1 s); `None` when it is not
 /// one. Pure: a number of seconds needs no clock.
 pub(crate) fn decimal_seconds(value: &str) -> Option<Duration> {
-    let read = parse_reset(value, ResetFormat::Seconds, std::time::UNIX_EPOCH)?;
-    Some(read.saturating_add(last_digit(value, ResetFormat::Seconds)))
+    upper_bound(value, ResetFormat::Seconds, std::time::UNIX_EPOCH)
+}
+
+/// A reset `value` in `format`, as the delay from `server_now` to its
+/// upper bound (see [`last_digit`]); `None` when the format does not read
+/// it.
+pub(super) fn upper_bound(
+    value: &str,
+    format: ResetFormat,
+    server_now: SystemTime,
+) -> Option<Duration> {
+    let read = parse_reset(value, format, server_now)?;
+    Some(read.saturating_add(last_digit(value, format)))
 }
 
 /// One unit of the last digit of a reset in seconds written with a
@@ -99,7 +109,7 @@ pub(crate) fn decimal_seconds(value: &str) -> Option<Duration> {
 /// server that truncated the time to those digits (Discord's reset-after
 /// is a float of two or three decimals) resets up to that much later than
 /// it wrote: read as its upper bound, it is never early.
-pub(super) fn last_digit(value: &str, format: ResetFormat) -> Duration {
+fn last_digit(value: &str, format: ResetFormat) -> Duration {
     if !matches!(format, ResetFormat::Seconds | ResetFormat::EpochSeconds) {
         return Duration::ZERO;
     }
