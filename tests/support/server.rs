@@ -25,6 +25,27 @@ use std::time::{Duration, Instant};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
+/// A bare (not pooled) server on a fresh port, so a new origin, answering
+/// what `mock` matches.
+pub async fn serve(mock: Mock) -> MockServer {
+    let server = MockServer::builder()
+        .disable_request_recording()
+        .start()
+        .await;
+    mock.mount(&server).await;
+    server
+}
+
+/// Stops `server`. wiremock's drop blocks on its own lock with a second
+/// executor. Inside a tokio task that spent its cooperative budget (a test
+/// that just awaited 160 finished join handles) tokio's lock answers
+/// "yield" for ever and that executor spins: the run hung at 100% CPU one
+/// time in about ten. Dropped on a thread of its own, it has no budget to
+/// spend.
+pub fn stop(server: MockServer) {
+    let _ = std::thread::spawn(move || drop(server)).join();
+}
+
 /// Locks `m`, even if a panicking holder poisoned it.
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -563,19 +584,11 @@ impl LimitedServer {
             limiter.keep_log = o.keep_log;
         }
         let state = Arc::new(Mutex::new(limiter));
-        // A bare (not pooled) server: a new port, so a new origin.
-        let mock = MockServer::builder()
-            .disable_request_recording()
-            .start()
-            .await;
         let mock_of = match only {
             Some(m) => Mock::given(method(m)).and(path(at)),
             None => Mock::given(path(at)),
         };
-        mock_of
-            .respond_with(Limited(state.clone()))
-            .mount(&mock)
-            .await;
+        let mock = serve(mock_of.respond_with(Limited(state.clone()))).await;
         let url = format!("{}{at}", mock.uri());
         LimitedServer {
             mock,
@@ -602,13 +615,7 @@ impl LimitedServer {
     /// Stops the server and returns what it counted.
     pub fn finish(self) -> ServerState {
         let LimitedServer { mock, state, .. } = self;
-        // wiremock's drop blocks on its own lock with a second executor.
-        // Inside a tokio task that spent its cooperative budget (a test
-        // that just awaited 160 finished join handles) tokio's lock answers
-        // "yield" for ever and that executor spins: the run hung at 100%
-        // CPU one time in about ten. Dropped on a thread of its own, it
-        // has no budget to spend.
-        let _ = std::thread::spawn(move || drop(mock)).join();
+        stop(mock);
         let mut guard = lock(&state);
         let (shape, cap) = (guard.shape, guard.cap);
         std::mem::replace(&mut *guard, ServerState::new(shape, cap))

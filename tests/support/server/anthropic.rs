@@ -436,15 +436,12 @@ pub struct AnthropicServer {
 impl AnthropicServer {
     pub async fn start(config: AnthropicConfig) -> Self {
         let state = Arc::new(Mutex::new(AnthropicState::new(config)));
-        let mock = MockServer::builder()
-            .disable_request_recording()
-            .start()
-            .await;
-        Mock::given(method("POST"))
-            .and(path(MESSAGES))
-            .respond_with(Responder(state.clone()))
-            .mount(&mock)
-            .await;
+        let mock = super::serve(
+            Mock::given(method("POST"))
+                .and(path(MESSAGES))
+                .respond_with(Responder(state.clone())),
+        )
+        .await;
         let uri = mock.uri();
         let url = format!("{uri}{MESSAGES}");
         AnthropicServer {
@@ -458,7 +455,7 @@ impl AnthropicServer {
     /// Stops the server and returns what it counted.
     pub fn finish(self) -> AnthropicState {
         let AnthropicServer { mock, state, .. } = self;
-        let _ = std::thread::spawn(move || drop(mock)).join();
+        super::stop(mock);
         lock(&state).clone()
     }
 }

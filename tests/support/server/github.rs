@@ -234,14 +234,8 @@ pub struct GitHubServer {
 impl GitHubServer {
     pub async fn start(config: Config) -> Self {
         let state = Arc::new(Mutex::new(GitHubState::default()));
-        let mock = MockServer::builder()
-            .disable_request_recording()
-            .start()
-            .await;
-        Mock::given(any())
-            .respond_with(Responder(state.clone(), config))
-            .mount(&mock)
-            .await;
+        let mock =
+            super::serve(Mock::given(any()).respond_with(Responder(state.clone(), config))).await;
         let uri = mock.uri();
         GitHubServer { mock, state, uri }
     }
@@ -249,8 +243,7 @@ impl GitHubServer {
     /// Stops the server and returns what it counted.
     pub fn finish(self) -> GitHubState {
         let GitHubServer { mock, state, .. } = self;
-        // Dropped on a thread of its own, as `LimitedServer::finish` does.
-        let _ = std::thread::spawn(move || drop(mock)).join();
+        super::stop(mock);
         std::mem::take(&mut *lock(&state))
     }
 }

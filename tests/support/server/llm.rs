@@ -440,15 +440,12 @@ pub struct LlmServer {
 impl LlmServer {
     pub async fn start(config: LlmConfig) -> Self {
         let state = Arc::new(Mutex::new(LlmState::new(config)));
-        let mock = MockServer::builder()
-            .disable_request_recording()
-            .start()
-            .await;
-        Mock::given(method("POST"))
-            .and(path(CHAT_COMPLETIONS))
-            .respond_with(Responder(state.clone()))
-            .mount(&mock)
-            .await;
+        let mock = super::serve(
+            Mock::given(method("POST"))
+                .and(path(CHAT_COMPLETIONS))
+                .respond_with(Responder(state.clone())),
+        )
+        .await;
         let url = format!("{}{CHAT_COMPLETIONS}", mock.uri());
         LlmServer { mock, state, url }
     }
@@ -461,8 +458,7 @@ impl LlmServer {
     /// Stops the server and returns what it counted.
     pub fn finish(self) -> LlmState {
         let LlmServer { mock, state, .. } = self;
-        // Dropped on a thread of its own, as `LimitedServer::finish` does.
-        let _ = std::thread::spawn(move || drop(mock)).join();
+        super::stop(mock);
         lock(&state).clone()
     }
 }

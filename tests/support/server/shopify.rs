@@ -232,14 +232,8 @@ impl ShopifyServer {
     /// A server limiting as `config` says, on a fresh port.
     pub async fn start(config: ShopifyConfig) -> Self {
         let state = Arc::new(Mutex::new(ShopifyState::new(config)));
-        let mock = MockServer::builder()
-            .disable_request_recording()
-            .start()
-            .await;
-        Mock::given(method("GET"))
-            .respond_with(Responder(state.clone()))
-            .mount(&mock)
-            .await;
+        let mock =
+            super::serve(Mock::given(method("GET")).respond_with(Responder(state.clone()))).await;
         let uri = mock.uri();
         ShopifyServer { mock, state, uri }
     }
@@ -252,8 +246,7 @@ impl ShopifyServer {
     /// Stops the server and returns what it saw.
     pub fn finish(self) -> ShopifyState {
         let ShopifyServer { mock, state, .. } = self;
-        // Dropped on a thread of its own, as `LimitedServer::finish` does.
-        let _ = std::thread::spawn(move || drop(mock)).join();
+        super::stop(mock);
         lock(&state).clone()
     }
 }

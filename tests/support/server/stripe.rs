@@ -263,15 +263,12 @@ impl StripeServer {
     /// A server limiting as `config` says, on a fresh port.
     pub async fn start(config: StripeConfig) -> Self {
         let state = Arc::new(Mutex::new(StripeState::new(config)));
-        let mock = MockServer::builder()
-            .disable_request_recording()
-            .start()
-            .await;
-        Mock::given(method("POST"))
-            .and(path_regex(r"^/v1/customers/[^/]+$"))
-            .respond_with(Responder(state.clone()))
-            .mount(&mock)
-            .await;
+        let mock = super::serve(
+            Mock::given(method("POST"))
+                .and(path_regex(r"^/v1/customers/[^/]+$"))
+                .respond_with(Responder(state.clone())),
+        )
+        .await;
         let uri = mock.uri();
         StripeServer { mock, state, uri }
     }
@@ -279,8 +276,7 @@ impl StripeServer {
     /// Stops the server and returns what it saw.
     pub fn finish(self) -> StripeState {
         let StripeServer { mock, state, .. } = self;
-        // Dropped on a thread of its own, as `LimitedServer::finish` does.
-        let _ = std::thread::spawn(move || drop(mock)).join();
+        super::stop(mock);
         lock(&state).clone()
     }
 }

@@ -132,15 +132,7 @@ impl<S: Judge> JudgedServer<S> {
     /// Serves `state` on a fresh port.
     pub async fn start(state: S) -> Self {
         let state = Arc::new(Mutex::new(Some(state)));
-        // A bare (not pooled) server: a new port, so a new origin.
-        let mock = MockServer::builder()
-            .disable_request_recording()
-            .start()
-            .await;
-        Mock::given(any())
-            .respond_with(Responder(state.clone()))
-            .mount(&mock)
-            .await;
+        let mock = super::serve(Mock::given(any()).respond_with(Responder(state.clone()))).await;
         let uri = mock.uri();
         JudgedServer { mock, state, uri }
     }
@@ -155,8 +147,7 @@ impl<S: Judge> JudgedServer<S> {
     /// Stops the server and returns its state.
     pub fn finish(self) -> S {
         let JudgedServer { mock, state, .. } = self;
-        // Dropped on a thread of its own, as `LimitedServer::finish` does.
-        let _ = std::thread::spawn(move || drop(mock)).join();
+        super::stop(mock);
         lock(&state)
             .take()
             .expect("a server's state is taken once, by finish")
