@@ -105,7 +105,9 @@ pub enum WaitReason {
     /// For its slot in the paced queue behind a reopened gate.
     Pace,
     /// For the origin's first answer, which another task's request is
-    /// waiting for: it may state the origin's quota.
+    /// waiting for: it may state the origin's quota. Or, once it came, for
+    /// the answers of the requests that waited for it (the first wave),
+    /// which may meet a limit no header states.
     FirstAnswer,
 }
 

@@ -54,7 +54,9 @@ use std::time::Duration;
 ///   wait for it (`Policy::first_contact`, 500 ms at most, never past their deadline; they ask again
 ///   after as long as the first has been out, 2 to 50 ms), so a stated quota is known before the
 ///   burst leaves. One wait per origin: an answer that is late, or lost (a transport error), ends it
-///   for the whole burst at once. Through the Redis store the first answer is written at once, and a stated quota
+///   for the whole burst at once. The requests that waited leave together (the first wave), and no
+///   other leaves until their answers are in (as long again at most): a pushback among them (GitHub's
+///   secondary limit) holds the follow-ups before they meet it. Through the Redis store the first answer is written at once, and a stated quota
 ///   once per window, so four processes wait for one first request and spend one quota.
 /// - **Declared.** `Policy::quota(origin, Quota::per_second(10))` paces an origin from its very
 ///   first request: a window (the default) leaves in batches of its count, each a little more than

@@ -39,6 +39,12 @@ pub enum Admission {
     /// again. Its answer may state the origin's quota, which then paces
     /// this task.
     FirstAnswer(Duration),
+    /// The tasks that waited for the origin's first answer have left (the
+    /// first wave), and their answers are not all in: nothing is reserved;
+    /// come back after this long and ask again. A pushback among them
+    /// (GitHub's secondary limit, a cap on requests in flight: limits no
+    /// header states) then holds this task too.
+    FirstWave(Duration),
     /// The paced queue is booked further ahead than is worth reserving
     /// while the pace is still rising (slow start): nothing is reserved;
     /// come back after this long and ask again.
@@ -141,6 +147,41 @@ impl OriginState {
         within: Within,
         cost: crate::Cost,
     ) -> Admission {
+        self.admit_task(cfg, now, within, cost, false)
+    }
+
+    /// [`admit_cost`](Self::admit_cost) for a task that `waited` for the
+    /// origin's first answer (told [`Admission::FirstAnswer`] by any of its
+    /// limits, and not sent since): it is of the first wave, which leaves
+    /// while the others wait for its answers (see `first.rs`).
+    pub(crate) fn admit_task(
+        &mut self,
+        cfg: PacingConfig,
+        now: Duration,
+        within: Within,
+        cost: crate::Cost,
+        waited: bool,
+    ) -> Admission {
+        let admission = self.admission(cfg, now, within, cost, waited);
+        if matches!(
+            admission,
+            Admission::Now | Admission::Reopened | Admission::SlotReserved(..)
+        ) {
+            self.first.left();
+        }
+        admission
+    }
+
+    /// What [`admit_task`](Self::admit_task) answers, before the first
+    /// contact counts it.
+    fn admission(
+        &mut self,
+        cfg: PacingConfig,
+        now: Duration,
+        within: Within,
+        cost: crate::Cost,
+        waited: bool,
+    ) -> Admission {
         let latest = within.server;
         self.last_seen = now;
         if !cfg.gate {
@@ -165,8 +206,8 @@ impl OriginState {
             // other new slot, waits a moment; nothing is reserved.
             return self.queue(now, wait, latest, Admission::QueueAhead(wait));
         }
-        if let Some(wait) = self.first.wait(cfg, now, latest) {
-            return Admission::FirstAnswer(wait);
+        if let Some(wait) = self.first.wait(cfg, now, latest, waited) {
+            return wait;
         }
         let declares = cfg.declared.is_some() || cfg.declared_units.is_some();
         // The probe after a stated quota's hold finds out what the server

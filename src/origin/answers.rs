@@ -17,8 +17,14 @@ fn size(limit: Option<u64>, window: Option<Duration>) -> Option<Size> {
 impl OriginState {
     /// A 2xx (or any non-pushback) answer arrived at `now`.
     pub fn on_success(&mut self, now: Duration) {
+        self.first.heard(now);
+        self.succeeded(now);
+    }
+
+    /// [`on_success`](Self::on_success), the answer already heard by the
+    /// first contact.
+    fn succeeded(&mut self, now: Duration) {
         self.last_seen = now;
-        self.first.answered = true;
         self.recent.admitted();
         let measuring = !self.pace.is_paced() && !self.gate.reopen_pending;
         self.period.on_success(now, measuring);
@@ -29,7 +35,7 @@ impl OriginState {
     /// stays within the declared quota (a slot given back or used measures
     /// the queue at the pace's rate before the next admission bounds it).
     fn on_success_under(&mut self, cfg: PacingConfig, now: Duration) {
-        self.on_success(now);
+        self.succeeded(now);
         if let Some(quota) = cfg.declared {
             self.pace.keep_within(quota);
         }
@@ -63,7 +69,7 @@ impl OriginState {
     ) -> Option<Duration> {
         let was_open = self.gate_in(now).is_none();
         let answered = now.saturating_sub(late);
-        self.first.answered = true;
+        self.first.heard(now);
         match outcome {
             Outcome::Admitted => self.on_success_under(cfg, now),
             Outcome::Pushback {
@@ -242,7 +248,7 @@ impl OriginState {
     /// [`max_gate`](PacingConfig::max_gate) (keeping a later time already
     /// set), and cuts the pace.
     pub fn on_pushback(&mut self, cfg: PacingConfig, now: Duration, retry_at: Option<Duration>) {
-        self.first.answered = true;
+        self.first.heard(now);
         self.reject(cfg, now, now, retry_at, None);
     }
 

@@ -33,9 +33,10 @@ impl OriginState {
         now: Duration,
         within: Within,
         cost: crate::Cost,
+        waited: bool,
     ) -> (Admission, Option<Spent>) {
         let before = *self;
-        let admission = self.admit_cost(cfg, now, within, cost);
+        let admission = self.admit_task(cfg, now, within, cost, waited);
         let spent = match admission {
             Admission::Now | Admission::Reopened => self.spent_since(&before, cfg, now),
             _ => None,
@@ -99,20 +100,21 @@ mod tests {
         let t0 = Duration::from_secs(5);
         let mut state = OriginState::new(t0);
         let (admission, spent) =
-            state.admit_spending(cfg, t0, Within::both(LATEST), crate::Cost::new(60));
+            state.admit_spending(cfg, t0, Within::both(LATEST), crate::Cost::new(60), false);
         assert_eq!(admission, Admission::Now);
         let held = spent.expect("spent");
         assert_eq!((held.quota, held.cost), (false, 60));
         // Spent and kept: the next 60 do not fit the minute.
         let mut kept = state;
-        let (held, _) = kept.admit_spending(cfg, t0, Within::both(LATEST), crate::Cost::new(60));
+        let (held, _) =
+            kept.admit_spending(cfg, t0, Within::both(LATEST), crate::Cost::new(60), false);
         assert!(matches!(held, Admission::Refused { .. }), "kept: {held:?}");
         // Given back: they do.
         let t1 = t0 + Duration::from_millis(500);
         state.give_back(t1, spent.expect("spent"));
         assert_eq!(
             state
-                .admit_spending(cfg, t1, Within::both(LATEST), crate::Cost::new(60))
+                .admit_spending(cfg, t1, Within::both(LATEST), crate::Cost::new(60), false)
                 .0,
             Admission::Now
         );
@@ -123,12 +125,13 @@ mod tests {
         let cfg = declared_units();
         let t0 = Duration::from_secs(5);
         let mut state = OriginState::new(t0);
-        let (_, spent) = state.admit_spending(cfg, t0, Within::both(LATEST), crate::Cost::new(60));
+        let (_, spent) =
+            state.admit_spending(cfg, t0, Within::both(LATEST), crate::Cost::new(60), false);
         let spent = spent.expect("spent");
         // The next window: 60 more spent, then the first 60 come back late.
         let mut t1 = t0 + Duration::from_secs(60);
         while state
-            .admit_spending(cfg, t1, Within::both(LATEST), crate::Cost::new(60))
+            .admit_spending(cfg, t1, Within::both(LATEST), crate::Cost::new(60), false)
             .0
             != Admission::Now
         {
@@ -136,7 +139,8 @@ mod tests {
             assert!(t1 < t0 + Duration::from_secs(180), "no next window");
         }
         state.give_back(t1, spent);
-        let (next, _) = state.admit_spending(cfg, t1, Within::both(LATEST), crate::Cost::new(60));
+        let (next, _) =
+            state.admit_spending(cfg, t1, Within::both(LATEST), crate::Cost::new(60), false);
         assert!(
             !matches!(next, Admission::Now),
             "the window's 100 overspent: {next:?}"
@@ -150,13 +154,13 @@ mod tests {
         let cfg = PacingConfig::DEFAULT;
         assert_eq!(
             state
-                .admit_spending(cfg, t0, Within::both(LATEST), crate::Cost::new(60))
+                .admit_spending(cfg, t0, Within::both(LATEST), crate::Cost::new(60), false)
                 .1,
             None
         );
         assert_eq!(
             state
-                .admit_spending(cfg, t0, Within::both(LATEST), crate::Cost::new(0))
+                .admit_spending(cfg, t0, Within::both(LATEST), crate::Cost::new(0), false)
                 .1,
             None
         );

@@ -116,6 +116,14 @@ pub(crate) struct Tuning {
     /// the asks halve in number each round trip, and a shared store sees a
     /// few per waiting task, not one per millisecond.
     pub(crate) first_poll: (Duration, Duration),
+    /// How long after the first answer the tasks that waited for it may
+    /// still join its wave before the wave can end: as long as the first
+    /// contact was out, within these bounds. A task of another process
+    /// was told to ask again within that (see
+    /// [`first_poll`](Self::first_poll)); the lower bound leaves the tasks
+    /// of this one, all woken at once, time to be scheduled on a busy
+    /// runtime before a fast wave's answers are all in.
+    pub(crate) wave_join: (Duration, Duration),
 }
 
 /// The tuning in force.
@@ -145,4 +153,5 @@ pub(crate) const TUNING: Tuning = Tuning {
     smooth_raise_every: Duration::from_secs(1),
     smooth_raise_factor: 1.02,
     first_poll: (Duration::from_millis(2), Duration::from_millis(50)),
+    wave_join: (Duration::from_millis(10), Duration::from_millis(50)),
 };

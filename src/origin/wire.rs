@@ -36,7 +36,7 @@ impl OriginState {
         let maybe =
             |t: Option<Duration>| t.map_or_else(|| "-".to_owned(), |t| nanos(t).to_string());
         format!(
-            "o18 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+            "o19 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
             nanos(gate.until),
             nanos(gate.span),
             nanos(gate.server_until),
@@ -125,6 +125,10 @@ impl OriginState {
             nanos(self.output.stated_at),
             u8::from(period.other_limit),
             period.before_pushback,
+            u8::from(self.first.waited),
+            maybe(self.first.wave),
+            self.first.out,
+            self.first.heard,
         )
     }
 
@@ -134,7 +138,7 @@ impl OriginState {
     pub fn decode(s: &str) -> Option<Self> {
         let f: Vec<&str> = s.split(' ').collect();
         let [
-            "o18",
+            "o19",
             gate,
             span,
             server,
@@ -215,6 +219,10 @@ impl OriginState {
             output_stated_at,
             other_limit,
             before_pushback,
+            first_waited,
+            first_wave,
+            first_out,
+            first_heard,
         ] = f.as_slice()
         else {
             return None;
@@ -341,6 +349,10 @@ impl OriginState {
             first: First {
                 answered: flag(answered)?,
                 sent: maybe(first_sent)?,
+                waited: flag(first_waited)?,
+                wave: maybe(first_wave)?,
+                out: first_out.parse().ok()?,
+                heard: first_heard.parse().ok()?,
             },
             last_seen: time(seen)?,
         })

@@ -66,7 +66,7 @@ pub enum Fallback {
 /// | `proactive_gate` | on | a server that says its quota is 0 is answered with waiting, not with `429`s |
 /// | `quota` | none declared | an origin's quota is read from its rate-limit headers; a declared one (`Policy::quota(origin, Quota::per_second(10))`, `.refilled()` for a bucket, `.units()` for tokens) paces the very first burst, where nothing is stated yet |
 /// | `max_in_flight` | none declared | most APIs cap a rate, not concurrency; GitHub's 100 concurrent requests is a declaration away, and a cap the server states (`qu="concurrent-requests"`) holds anyway |
-/// | `first_contact` | 500 ms | the other requests to a new origin wait (never past their deadline) for its first answer, which may state the quota: a burst that left beside it meets a whole wave of `429`s. A round trip is rarely longer; an answer slower than that is the server's work, and the burst goes. `Duration::ZERO` turns it off |
+/// | `first_contact` | 500 ms | the other requests to a new origin wait (never past their deadline) for its first answer, which may state the quota: a burst that left beside it meets a whole wave of `429`s. A round trip is rarely longer; an answer slower than that is the server's work, and the burst goes. The requests that waited leave together, and no other leaves until their answers are in (as long again at most): a limit no header states (GitHub's secondary one) then holds the follow-ups. `Duration::ZERO` turns it off |
 /// | `max_scopes` | 256 per origin ([`DEFAULT_MAX_SCOPES`]) | a server naming a new bucket in every answer costs a bounded map; a request past the bound falls under its origin's limit alone; unused scopes make room after five minutes; `0` turns scopes off |
 /// | `idempotency_key_form` | `IdempotencyKeyForm::SfString`: `Idempotency-Key: "order-42"` | the IETF httpapi draft's form; `IdempotencyKeyForm::Raw` sends `order-42` for servers that take the raw value as the key (Stripe's), which would read the quoted one as `"order-42"`, quotes included |
 ///
@@ -157,7 +157,11 @@ impl Default for Policy {
     ///   this long, never past their deadline), so a quota its headers
     ///   state is known before a burst leaves. A round trip is rarely
     ///   longer; an answer slower than that is the server's work, not the
-    ///   network's, and the burst goes.
+    ///   network's, and the burst goes. The requests that waited then
+    ///   leave together (the first wave), and the others wait for their
+    ///   answers (as long again at most), so that a limit no header states
+    ///   (GitHub's secondary one, a cap on concurrency) holds them before
+    ///   they meet it.
     fn default() -> Self {
         Policy {
             max_attempts: 3,
@@ -368,6 +372,15 @@ impl Policy {
     /// once, and later ones do not wait. An origin is new again after it
     /// was forgotten (idle for five minutes). Origins with a declared [`quota`](Self::quota)
     /// do not wait: their pace is known.
+    ///
+    /// The requests that waited leave together when the answer comes: the
+    /// first wave. Until their answers are in (or as long again as this
+    /// wait, when some never come), no other request to the origin leaves,
+    /// not even the next request of a task already answered: the wave is
+    /// the first test of the limits no header states (GitHub's secondary
+    /// limit, a cap on requests in flight), and a pushback among its
+    /// answers holds the origin before anything follows into the same
+    /// second. A request that cannot wait that long goes.
     ///
     /// # Default
     ///

@@ -49,18 +49,19 @@ pub(crate) struct Admitted {
 }
 
 /// A task asks to send to `origin` (spending `cost` of its quota in cost
-/// units) and accepts to wait at most `within`: what the store answered.
-/// `None` with the gate off: the task sends at once.
+/// units) and accepts to wait at most `within`; `waited`: it waited for the
+/// first answer of one of its limits. What the store answered. `None` with
+/// the gate off: the task sends at once.
 pub(crate) fn admit<'s, S: Store>(
     store: &'s S,
     origin: &'s str,
     pacing: PacingConfig,
     within: Within,
-    cost: crate::Cost,
+    (cost, waited): (crate::Cost, bool),
 ) -> Option<impl Future<Output = Result<Admitted, StoreError>> + Send + 's> {
     pacing
         .gate
-        .then(|| store.update_origin(origin, admit_step(pacing, within, cost, None)))
+        .then(|| store.update_origin(origin, admit_step(pacing, within, (cost, waited), None)))
 }
 
 /// The update an admission applies. With `abandoned`, set once nobody is
@@ -70,7 +71,7 @@ pub(crate) fn admit<'s, S: Store>(
 pub(crate) fn admit_step(
     pacing: PacingConfig,
     within: Within,
-    cost: crate::Cost,
+    (cost, waited): (crate::Cost, bool),
     abandoned: Option<Arc<AtomicBool>>,
 ) -> impl FnMut(&mut OriginState, Now) -> Admitted + Send + 'static {
     move |state, now| {
@@ -85,7 +86,7 @@ pub(crate) fn admit_step(
                 on_fallback,
             };
         }
-        let (admission, spent) = state.admit_spending(pacing, now.time(), within, cost);
+        let (admission, spent) = state.admit_spending(pacing, now.time(), within, cost, waited);
         Admitted {
             admission,
             spent,

@@ -77,7 +77,9 @@ impl<S: Store> Task<'_, S> {
         // moment it is issued: dropped unanswered (the task dropped,
         // its deadline passed), what it reserved is given back.
         let (admitted, at_once) = if self.store.answers_at_once() {
-            let Some(admit) = steps::admit(&**self.store, key, pacing, within, self.cost) else {
+            let Some(admit) =
+                steps::admit(&**self.store, key, pacing, within, (self.cost, self.waited))
+            else {
                 return Ok(Step::Go(asked));
             };
             self.bounded_ready(admit).await
@@ -206,13 +208,17 @@ impl<S: Store> Task<'_, S> {
                 self.waiting(Some(key), WaitReason::Gate, d);
                 d
             }
-            Admission::FirstAnswer(d) => {
-                // Until the first answer is recorded in this process,
-                // or `d` (another process may have sent the first).
-                // What the limits asked before granted is kept: the
-                // wait is short, and bounded, and a scope's grant may
-                // be its own first contact, which no other task would
-                // take meanwhile.
+            Admission::FirstAnswer(d) | Admission::FirstWave(d) => {
+                // Until an answer is recorded in this process, or `d`
+                // (another process may have sent the first, or some of
+                // the wave). What the limits asked before granted is
+                // kept: the wait is short, and bounded, and a scope's
+                // grant may be its own first contact, which no other
+                // task would take meanwhile. A task that waited for a
+                // first answer leaves in the wave its answer releases.
+                if matches!(admission, Admission::FirstAnswer(_)) {
+                    self.waited = true;
+                }
                 let d = trimmed(Duration::ZERO, d, by);
                 self.waiting(Some(key), WaitReason::FirstAnswer, d);
                 let slept = Instant::now();

@@ -74,6 +74,9 @@ pub(crate) struct Task<'a, S: Store> {
     /// observer).
     /// (Boxed: the task's future keeps a pointer, not the origin's name.)
     pending_wait: Option<Box<(String, WaitReason)>>,
+    /// Whether the task waited for a limit's first answer and has not sent
+    /// since: it is of that limit's first wave (see `origin/first.rs`).
+    waited: bool,
     /// What the next send holds (a retry token granted to it): given back
     /// if the task ends first.
     permit: Permit<'a, S>,
@@ -144,6 +147,7 @@ impl<'a, S: Store> Task<'a, S> {
             retry_at: None,
             last: None,
             pending_wait: None,
+            waited: false,
             permit: Permit::new(store),
         }
     }
@@ -236,6 +240,7 @@ impl<'a, S: Store> Task<'a, S> {
                 };
                 // The attempt leaves: what its permit holds is spent.
                 self.permit.take().send();
+                self.waited = false;
                 extensions.insert(Attempt::new(attempt));
                 if let Some(o) = self.observer() {
                     o.on_send(&observe::Send {

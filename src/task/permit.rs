@@ -232,10 +232,16 @@ mod tests {
     }
 
     async fn admit(store: &MemoryStore) -> (Admission, bool) {
-        let admitted = steps::admit(store, O, PACING, Within::both(LATEST), crate::Cost::new(0))
-            .expect("the gate on")
-            .await
-            .expect("memory store");
+        let admitted = steps::admit(
+            store,
+            O,
+            PACING,
+            Within::both(LATEST),
+            (crate::Cost::new(0), false),
+        )
+        .expect("the gate on")
+        .await
+        .expect("memory store");
         (admitted.admission, admitted.on_fallback)
     }
 

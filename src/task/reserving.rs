@@ -118,7 +118,12 @@ impl<S: Store> Task<'_, S> {
             return None;
         }
         let abandoned = Arc::new(AtomicBool::new(false));
-        let step = steps::admit_step(pacing, within, self.cost, Some(Arc::clone(&abandoned)));
+        let step = steps::admit_step(
+            pacing,
+            within,
+            (self.cost, self.waited),
+            Some(Arc::clone(&abandoned)),
+        );
         let (store, origin) = (Arc::clone(self.store), key.to_owned());
         let call = {
             let (store, origin) = (Arc::clone(&store), origin.clone());

@@ -175,7 +175,7 @@ proptest::proptest! {
                 0 | 1 => {
                     let most = within.server.max(within.declared).max(TUNING.slow_start_ahead);
                     match o.admit_within(cfg, now, within, arg % 5 * 1000) {
-                        Admission::SlotReserved(d, _) | Admission::GateClosed(d) | Admission::QuotaHeld(d) | Admission::QueueAhead(d) | Admission::FirstAnswer(d) => {
+                        Admission::SlotReserved(d, _) | Admission::GateClosed(d) | Admission::QuotaHeld(d) | Admission::QueueAhead(d) | Admission::FirstAnswer(d) | Admission::FirstWave(d) => {
                             proptest::prop_assert!(d <= most, "{d:?} > {most:?}");
                         }
                         _ => {}

@@ -90,7 +90,8 @@ fn drive(
                     Admission::GateClosed(w)
                     | Admission::QuotaHeld(w)
                     | Admission::QueueAhead(w)
-                    | Admission::FirstAnswer(w) => Step::Ask(now + w.max(ms(1))),
+                    | Admission::FirstAnswer(w)
+                    | Admission::FirstWave(w) => Step::Ask(now + w.max(ms(1))),
                     Admission::Refused { free_in } => panic!("refused for {free_in:?}"),
                 },
                 Step::Slot(at, r) if at <= now => match o.recheck(now, r) {

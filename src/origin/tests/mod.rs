@@ -21,6 +21,7 @@ mod slots;
 mod spent;
 mod stated;
 mod status;
+mod wave;
 
 const ON: PacingConfig = PacingConfig::DEFAULT;
 
@@ -112,7 +113,7 @@ proptest::proptest! {
                         Admission::Now | Admission::Reopened => {
                             proptest::prop_assert!(gate.is_none_or(|g| g <= now));
                         }
-                        Admission::SlotReserved(d, _) | Admission::GateClosed(d) | Admission::QuotaHeld(d) | Admission::QueueAhead(d) | Admission::FirstAnswer(d) => {
+                        Admission::SlotReserved(d, _) | Admission::GateClosed(d) | Admission::QuotaHeld(d) | Admission::QueueAhead(d) | Admission::FirstAnswer(d) | Admission::FirstWave(d) => {
                             proptest::prop_assert!(d <= ms(arg * 10).max(TUNING.slow_start_ahead));
                         }
                         Admission::Refused { free_in } => {

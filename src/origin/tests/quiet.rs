@@ -44,7 +44,8 @@ fn drain(
             Admission::GateClosed(d)
             | Admission::QuotaHeld(d)
             | Admission::QueueAhead(d)
-            | Admission::FirstAnswer(d) => tasks[i] = (now + d.max(ms(1)), None),
+            | Admission::FirstAnswer(d)
+            | Admission::FirstWave(d) => tasks[i] = (now + d.max(ms(1)), None),
             Admission::Refused { .. } => {
                 refused += 1;
                 tasks.swap_remove(i);

@@ -276,7 +276,8 @@ fn stated_window_run(tasks: usize, cap: u64, rtt: Duration, queued: Duration) ->
                 Admission::GateClosed(d)
                 | Admission::QuotaHeld(d)
                 | Admission::QueueAhead(d)
-                | Admission::FirstAnswer(d) => {
+                | Admission::FirstAnswer(d)
+                | Admission::FirstWave(d) => {
                     events.push(Reverse((now + d, ASK, task, now)));
                     false
                 }

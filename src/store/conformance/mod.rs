@@ -36,7 +36,9 @@ use super::{LeaseToken, Store, StoreError};
 use crate::budget::RetryBudget;
 use crate::origin::{Admission, OriginState, Outcome, PacingConfig, Reservation};
 
+mod first;
 mod scopes;
+pub use first::a_first_wave_is_shared_across_handles;
 pub use scopes::{
     hostile_scope_names_make_keys_of_their_own, idle_scopes_are_forgotten_as_origins_are,
     scope_gates_hold_apart, scope_paces_are_learned_apart, scope_quotas_are_spent_apart,
@@ -67,6 +69,7 @@ where
     scope_quotas_are_spent_apart(new_store().await).await;
     scope_paces_are_learned_apart(new_store().await).await;
     hostile_scope_names_make_keys_of_their_own(new_store().await).await;
+    a_first_wave_is_shared_across_handles(new_store().await).await;
 }
 
 /// A held lease refuses its key, not another; a release frees it.
