@@ -150,31 +150,9 @@ impl OriginState {
         self.admit_task(cfg, now, within, cost, false)
     }
 
-    /// [`admit_cost`](Self::admit_cost) for a task that `waited` for the
-    /// origin's first answer (told [`Admission::FirstAnswer`] by any of its
-    /// limits, and not sent since): it is of the first wave, which leaves
-    /// while the others wait for its answers (see `first.rs`).
-    pub(crate) fn admit_task(
-        &mut self,
-        cfg: PacingConfig,
-        now: Duration,
-        within: Within,
-        cost: crate::Cost,
-        waited: bool,
-    ) -> Admission {
-        let admission = self.admission(cfg, now, within, cost, waited);
-        if matches!(
-            admission,
-            Admission::Now | Admission::Reopened | Admission::SlotReserved(..)
-        ) {
-            self.first.left();
-        }
-        admission
-    }
-
     /// What [`admit_task`](Self::admit_task) answers, before the first
     /// contact counts it.
-    fn admission(
+    pub(super) fn admission(
         &mut self,
         cfg: PacingConfig,
         now: Duration,

@@ -22,9 +22,9 @@
 
 use std::time::Duration;
 
-use super::PacingConfig;
-use super::admission::Admission;
+use super::admission::{Admission, Within};
 use super::tuning::TUNING;
+use super::{OriginState, PacingConfig};
 
 /// Whether the first contact is over, when it left, and its wave.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -144,6 +144,30 @@ impl First {
                 self.wave = Some(now);
             }
         }
+    }
+}
+
+impl OriginState {
+    /// [`admit_cost`](Self::admit_cost) for a task that `waited` for the
+    /// origin's first answer (told [`Admission::FirstAnswer`] by any of its
+    /// limits, and not sent since): it is of the first wave, which leaves
+    /// while the others wait for its answers (see the module docs).
+    pub(crate) fn admit_task(
+        &mut self,
+        cfg: PacingConfig,
+        now: Duration,
+        within: Within,
+        cost: crate::Cost,
+        waited: bool,
+    ) -> Admission {
+        let admission = self.admission(cfg, now, within, cost, waited);
+        if matches!(
+            admission,
+            Admission::Now | Admission::Reopened | Admission::SlotReserved(..)
+        ) {
+            self.first.left();
+        }
+        admission
     }
 }
 
