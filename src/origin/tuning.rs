@@ -120,9 +120,11 @@ pub(crate) struct Tuning {
     /// still join its wave before the wave can end: as long as the first
     /// contact was out, within these bounds. A task of another process
     /// was told to ask again within that (see
-    /// [`first_poll`](Self::first_poll)); the lower bound leaves the tasks
-    /// of this one, all woken at once, time to be scheduled on a busy
-    /// runtime before a fast wave's answers are all in.
+    /// [`first_poll`](Self::first_poll)); the tasks of this one are woken
+    /// by the answer, all at once. Only tasks new to the origin wait for
+    /// that: the least is the poll's (2 ms), since a burst's requests
+    /// that start just after the first answer wait with the follow-ups,
+    /// at least this long.
     pub(crate) wave_join: (Duration, Duration),
 }
 
@@ -153,5 +155,5 @@ pub(crate) const TUNING: Tuning = Tuning {
     smooth_raise_every: Duration::from_secs(1),
     smooth_raise_factor: 1.02,
     first_poll: (Duration::from_millis(2), Duration::from_millis(50)),
-    wave_join: (Duration::from_millis(10), Duration::from_millis(50)),
+    wave_join: (Duration::from_millis(2), Duration::from_millis(50)),
 };
