@@ -27,15 +27,12 @@
 //! request is recorded in an [`Arrivals`] log on the server's clock, and
 //! what it was answered in [`ShopifyState::answers`], in the same order.
 
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use wiremock::matchers::method;
-use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+use super::Arrivals;
+use super::wire::{Judge, Reply, Seen};
 
-use super::{Arrivals, lock};
-
-/// How a [`ShopifyServer`] limits.
+/// How a [`ShopifyState`] limits.
 #[derive(Debug, Clone, Copy)]
 pub struct ShopifyConfig {
     /// The bucket's size.
@@ -91,12 +88,13 @@ pub enum ShopifyAnswer {
     Throttled,
 }
 
-/// What the server saw and answered.
-#[derive(Debug, Clone, Default)]
+/// A store's bucket: what the server saw and answered. Served with
+/// [`JudgedServer`](super::wire::JudgedServer), it answers `GET` on any
+/// path (another method: `404`, not recorded).
+#[derive(Debug, Clone)]
 pub struct ShopifyState {
-    /// How it limits (`None` only in a `Default` state, which answers
-    /// `500`).
-    config: Option<ShopifyConfig>,
+    /// How it limits.
+    config: ShopifyConfig,
     /// Every request, in order, on the server's clock.
     pub arrivals: Arrivals,
     /// What each of [`arrivals`](Self::arrivals) was answered.
@@ -108,16 +106,20 @@ pub struct ShopifyState {
 }
 
 impl ShopifyState {
-    fn new(config: ShopifyConfig) -> Self {
+    /// A store that saw nothing yet (its bucket at `config.level`).
+    pub fn new(config: ShopifyConfig) -> Self {
         ShopifyState {
-            config: Some(config),
+            config,
+            arrivals: Arrivals::default(),
+            answers: Vec::new(),
             level: f64::from(config.level),
-            ..ShopifyState::default()
+            leaked: None,
         }
     }
 
-    /// Judges a request arriving `now`.
-    fn judge(&mut self, config: ShopifyConfig, now: Instant) -> ShopifyAnswer {
+    /// Leaks the bucket to `now`, then lets a request in or not.
+    fn admit(&mut self, now: Instant) -> ShopifyAnswer {
+        let config = self.config;
         if let Some(then) = self.leaked {
             let elapsed = now.saturating_duration_since(then).as_secs_f64();
             let other = elapsed * f64::from(config.other);
@@ -130,32 +132,6 @@ impl ShopifyState {
         }
         self.level += 1.0;
         ShopifyAnswer::Ok
-    }
-
-    /// Records `request`, arriving now, and answers it.
-    fn answer(&mut self, request: &Request) -> ResponseTemplate {
-        let now = Instant::now();
-        let Some(config) = self.config else {
-            return ResponseTemplate::new(500);
-        };
-        self.arrivals.record(request);
-        let answer = self.judge(config, now);
-        self.answers.push(answer);
-        let used = (self.level.ceil() as u32).min(config.size);
-        let call_limit = format!("{used}/{}", config.size);
-        match answer {
-            ShopifyAnswer::Ok => ResponseTemplate::new(200)
-                .insert_header("x-shopify-shop-api-call-limit", call_limit.as_str())
-                .insert_header("content-type", "application/json")
-                .set_body_string(r#"{"products":[]}"#),
-            ShopifyAnswer::Throttled => ResponseTemplate::new(429)
-                .insert_header("x-shopify-shop-api-call-limit", call_limit.as_str())
-                .insert_header("retry-after", config.retry_after)
-                .insert_header("content-type", "application/json")
-                .set_body_string(
-                    r#"{"errors":"Exceeded 2 calls per second for api client. Reduce request rates to resume uninterrupted service."}"#,
-                ),
-        }
     }
 
     /// Each request's arrival since the first one, with its answer.
@@ -187,7 +163,7 @@ impl ShopifyState {
     /// The throttles the `429`s named: from each one's arrival, for the
     /// time its `Retry-After` names.
     pub fn throttles(&self) -> Vec<(Duration, Duration)> {
-        let span = self.config.map_or(Duration::ZERO, |c| c.throttle());
+        let span = self.config.throttle();
         self.log()
             .into_iter()
             .filter(|(_, a)| *a == ShopifyAnswer::Throttled)
@@ -210,43 +186,27 @@ impl ShopifyState {
     }
 }
 
-/// Answers each request from the shared state.
-struct Responder(Arc<Mutex<ShopifyState>>);
-
-impl Respond for Responder {
-    fn respond(&self, request: &Request) -> ResponseTemplate {
-        lock(&self.0).answer(request)
-    }
-}
-
-/// A [`ShopifyState`] served on a fresh port (a new store's origin),
-/// answering `GET` on any path.
-pub struct ShopifyServer {
-    mock: MockServer,
-    state: Arc<Mutex<ShopifyState>>,
-    /// `scheme://host:port`, no trailing slash.
-    pub uri: String,
-}
-
-impl ShopifyServer {
-    /// A server limiting as `config` says, on a fresh port.
-    pub async fn start(config: ShopifyConfig) -> Self {
-        let state = Arc::new(Mutex::new(ShopifyState::new(config)));
-        let mock =
-            super::serve(Mock::given(method("GET")).respond_with(Responder(state.clone()))).await;
-        let uri = mock.uri();
-        ShopifyServer { mock, state, uri }
-    }
-
-    /// What the server saw so far.
-    pub fn state(&self) -> ShopifyState {
-        lock(&self.state).clone()
-    }
-
-    /// Stops the server and returns what it saw.
-    pub fn finish(self) -> ShopifyState {
-        let ShopifyServer { mock, state, .. } = self;
-        super::stop(mock);
-        lock(&state).clone()
+impl Judge for ShopifyState {
+    /// Records a `GET` arriving at `now` and answers it as the bucket
+    /// says.
+    fn judge(&mut self, request: &Seen<'_>, now: Instant, _wall: Duration) -> Reply {
+        if request.method != "GET" {
+            return Reply::new(404);
+        }
+        let key = request.header("idempotency-key").map(str::to_owned);
+        self.arrivals.push_at(now, request.path, key);
+        let answer = self.admit(now);
+        self.answers.push(answer);
+        let size = self.config.size;
+        let used = (self.level.ceil() as u32).min(size);
+        let reply = |status| {
+            Reply::new(status).header("x-shopify-shop-api-call-limit", format!("{used}/{size}"))
+        };
+        match answer {
+            ShopifyAnswer::Ok => reply(200).body(r#"{"products":[]}"#),
+            ShopifyAnswer::Throttled => reply(429)
+                .header("retry-after", self.config.retry_after)
+                .body(r#"{"errors":"Exceeded 2 calls per second for api client. Reduce request rates to resume uninterrupted service."}"#),
+        }
     }
 }

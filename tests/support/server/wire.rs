@@ -18,6 +18,18 @@ pub struct Seen<'a> {
     pub path: &'a str,
     /// Its `x-task` header: the test's name for the task that sent it.
     pub task: Option<u32>,
+    /// Its headers, names in lower case, values lossy UTF-8.
+    pub headers: &'a [(&'a str, &'a str)],
+}
+
+impl Seen<'_> {
+    /// The value of header `name` (the first, by case-insensitive name).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| *v)
+    }
 }
 
 /// An answer: its status, headers in order, body, and how long after its
@@ -107,10 +119,22 @@ struct Responder<S>(Arc<Mutex<Option<S>>>);
 
 impl<S: Judge> Respond for Responder<S> {
     fn respond(&self, request: &Request) -> ResponseTemplate {
+        let owned: Vec<(&str, String)> = request
+            .headers
+            .iter()
+            .map(|(n, v)| {
+                (
+                    n.as_str(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect();
+        let headers: Vec<(&str, &str)> = owned.iter().map(|(n, v)| (*n, v.as_str())).collect();
         let seen = Seen {
             method: request.method.as_str(),
             path: request.url.path(),
             task: task_of(request),
+            headers: &headers,
         };
         match lock(&self.0).as_mut() {
             Some(state) => state.judge(&seen, Instant::now(), wall_now()).template(),
