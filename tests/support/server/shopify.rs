@@ -24,13 +24,13 @@
 //!
 //! The time a `429` names is a throttle: the figures count the requests
 //! that arrive inside one ([`ShopifyState::inside_throttles`]). Every
-//! request is recorded in an [`Arrivals`] log on the server's clock, and
-//! what it was answered in [`ShopifyState::answers`], in the same order.
+//! request is recorded, on the server's clock, with what it was answered
+//! ([`Answered`]).
 
+use std::ops::Deref;
 use std::time::{Duration, Instant};
 
-use super::Arrivals;
-use super::wire::{Judge, Reply, Seen};
+use super::wire::{Answered, Judge, Reply, Seen};
 
 /// How a [`ShopifyState`] limits.
 #[derive(Debug, Clone, Copy)]
@@ -95,10 +95,8 @@ pub enum ShopifyAnswer {
 pub struct ShopifyState {
     /// How it limits.
     config: ShopifyConfig,
-    /// Every request, in order, on the server's clock.
-    pub arrivals: Arrivals,
-    /// What each of [`arrivals`](Self::arrivals) was answered.
-    pub answers: Vec<ShopifyAnswer>,
+    /// Every request and its answer.
+    answered: Answered<ShopifyAnswer>,
     /// The bucket's level, as of `leaked`.
     level: f64,
     /// When the bucket last leaked (`None`: no request yet).
@@ -110,8 +108,7 @@ impl ShopifyState {
     pub fn new(config: ShopifyConfig) -> Self {
         ShopifyState {
             config,
-            arrivals: Arrivals::default(),
-            answers: Vec::new(),
+            answered: Answered::default(),
             level: f64::from(config.level),
             leaked: None,
         }
@@ -134,30 +131,9 @@ impl ShopifyState {
         ShopifyAnswer::Ok
     }
 
-    /// Each request's arrival since the first one, with its answer.
-    pub fn log(&self) -> Vec<(Duration, ShopifyAnswer)> {
-        let at = self.arrivals.all();
-        let Some(&first) = at.first() else {
-            return Vec::new();
-        };
-        at.iter()
-            .map(|&t| t.duration_since(first))
-            .zip(self.answers.iter().copied())
-            .collect()
-    }
-
-    /// How many requests got `answer`.
-    pub fn count(&self, answer: ShopifyAnswer) -> usize {
-        self.answers.iter().filter(|&&a| a == answer).count()
-    }
-
     /// From the first request to the last `200`, on the server's clock.
     pub fn last_ok(&self) -> Option<Duration> {
-        self.log()
-            .iter()
-            .rev()
-            .find(|(_, a)| *a == ShopifyAnswer::Ok)
-            .map(|(at, _)| *at)
+        self.last(ShopifyAnswer::Ok)
     }
 
     /// The throttles the `429`s named: from each one's arrival, for the
@@ -186,6 +162,14 @@ impl ShopifyState {
     }
 }
 
+impl Deref for ShopifyState {
+    type Target = Answered<ShopifyAnswer>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.answered
+    }
+}
+
 impl Judge for ShopifyState {
     /// Records a `GET` arriving at `now` and answers it as the bucket
     /// says.
@@ -193,10 +177,8 @@ impl Judge for ShopifyState {
         if request.method != "GET" {
             return Reply::new(404);
         }
-        let key = request.header("idempotency-key").map(str::to_owned);
-        self.arrivals.push_at(now, request.path, key);
         let answer = self.admit(now);
-        self.answers.push(answer);
+        self.answered.record(request, now, answer);
         let size = self.config.size;
         let used = (self.level.ceil() as u32).min(size);
         let reply = |status| {

@@ -34,15 +34,14 @@
 //!   changes what a client does.
 //!
 //! A `200` carries the updated object (`{"id": …, "object": "customer"}`).
-//! Every request is recorded in an [`Arrivals`] log (its path and
-//! `Idempotency-Key`, on the server's clock), and what it was answered in
-//! [`StripeState::answers`], in the same order.
+//! Every request is recorded (its path and `Idempotency-Key`, on the
+//! server's clock) with what it was answered ([`Answered`]).
 
 use std::collections::HashMap;
+use std::ops::Deref;
 use std::time::{Duration, Instant};
 
-use super::Arrivals;
-use super::wire::{Judge, Reply, Seen};
+use super::wire::{Answered, Judge, Reply, Seen};
 
 /// The path of an update of the customer `id`.
 pub fn customer_path(id: &str) -> String {
@@ -96,10 +95,8 @@ pub enum StripeAnswer {
 pub struct StripeState {
     /// How it limits.
     config: StripeConfig,
-    /// Every request, in order, on the server's clock.
-    pub arrivals: Arrivals,
-    /// What each of [`arrivals`](Self::arrivals) was answered.
-    pub answers: Vec<StripeAnswer>,
+    /// Every request and its answer.
+    answered: Answered<StripeAnswer>,
     /// Tokens left, as of `refilled`.
     tokens: f64,
     /// When the bucket was last refilled (`None`: no request yet).
@@ -115,8 +112,7 @@ impl StripeState {
     pub fn new(config: StripeConfig) -> Self {
         StripeState {
             config,
-            arrivals: Arrivals::default(),
-            answers: Vec::new(),
+            answered: Answered::default(),
             tokens: f64::from(config.rate),
             refilled: None,
             locked: HashMap::new(),
@@ -160,30 +156,9 @@ impl StripeState {
         StripeAnswer::Updated
     }
 
-    /// Each request's arrival since the first one, with its answer.
-    pub fn log(&self) -> Vec<(Duration, StripeAnswer)> {
-        let at = self.arrivals.all();
-        let Some(&first) = at.first() else {
-            return Vec::new();
-        };
-        at.iter()
-            .map(|&t| t.duration_since(first))
-            .zip(self.answers.iter().copied())
-            .collect()
-    }
-
-    /// How many requests got `answer`.
-    pub fn count(&self, answer: StripeAnswer) -> usize {
-        self.answers.iter().filter(|&&a| a == answer).count()
-    }
-
     /// From the first request to the last `200`, on the server's clock.
     pub fn last_update(&self) -> Option<Duration> {
-        self.log()
-            .iter()
-            .rev()
-            .find(|(_, a)| *a == StripeAnswer::Updated)
-            .map(|(at, _)| *at)
+        self.last(StripeAnswer::Updated)
     }
 
     /// Requests per whole second of the server's clock, counted from its
@@ -208,6 +183,14 @@ fn error(code: &str, message: &str) -> Reply {
     ))
 }
 
+impl Deref for StripeState {
+    type Target = Answered<StripeAnswer>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.answered
+    }
+}
+
 impl Judge for StripeState {
     /// Records an update arriving at `now` and answers it.
     fn judge(&mut self, request: &Seen<'_>, now: Instant, _wall: Duration) -> Reply {
@@ -215,10 +198,8 @@ impl Judge for StripeState {
             Some(id) if request.method == "POST" && !id.is_empty() && !id.contains('/') => id,
             _ => return Reply::new(404),
         };
-        let key = request.header("idempotency-key").map(str::to_owned);
-        self.arrivals.push_at(now, request.path, key);
         let answer = self.admit(object, now);
-        self.answers.push(answer);
+        self.answered.record(request, now, answer);
         match answer {
             StripeAnswer::Updated => {
                 Reply::new(200).body(format!(r#"{{"id":"{object}","object":"customer"}}"#))

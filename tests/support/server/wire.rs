@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use wiremock::matchers::any;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use super::{lock, task_of};
+use super::{Arrivals, lock, task_of};
 
 /// What a judge reads of a request.
 #[derive(Debug, Clone, Copy)]
@@ -112,6 +112,61 @@ pub fn wall_now() -> Duration {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()
+}
+
+/// Every request a server recorded, on its clock, and what it answered
+/// each (`A`, the vendor's kinds of answer), in the same order: a state
+/// holding one derefs to it.
+#[derive(Debug, Clone)]
+pub struct Answered<A> {
+    /// Every request, in order (its path and `Idempotency-Key`).
+    pub arrivals: Arrivals,
+    /// What each of [`arrivals`](Self::arrivals) was answered.
+    pub answers: Vec<A>,
+}
+
+impl<A> Default for Answered<A> {
+    fn default() -> Self {
+        Answered {
+            arrivals: Arrivals::default(),
+            answers: Vec::new(),
+        }
+    }
+}
+
+impl<A: Copy + PartialEq> Answered<A> {
+    /// Records `request`, arriving at `now`, answered `answer`.
+    pub fn record(&mut self, request: &Seen<'_>, now: Instant, answer: A) {
+        let key = request.header("idempotency-key").map(str::to_owned);
+        self.arrivals.push_at(now, request.path, key);
+        self.answers.push(answer);
+    }
+
+    /// Each request's arrival since the first one, with its answer.
+    pub fn log(&self) -> Vec<(Duration, A)> {
+        let at = self.arrivals.all();
+        let Some(&first) = at.first() else {
+            return Vec::new();
+        };
+        at.iter()
+            .map(|&t| t.duration_since(first))
+            .zip(self.answers.iter().copied())
+            .collect()
+    }
+
+    /// How many requests got `answer`.
+    pub fn count(&self, answer: A) -> usize {
+        self.answers.iter().filter(|&&a| a == answer).count()
+    }
+
+    /// From the first request to the last one answered `answer`.
+    pub fn last(&self, answer: A) -> Option<Duration> {
+        self.log()
+            .into_iter()
+            .rev()
+            .find(|(_, a)| *a == answer)
+            .map(|(at, _)| at)
+    }
 }
 
 /// Judges each request with the shared state (none once finished).
