@@ -114,6 +114,40 @@ pub fn wall_now() -> Duration {
         .unwrap_or_default()
 }
 
+/// `since_epoch` (the Unix epoch) as RFC 3339 UTC, with milliseconds or in
+/// whole seconds rounded up.
+pub fn rfc3339(since_epoch: Duration, millis: bool) -> String {
+    let mut secs = since_epoch.as_secs();
+    let ms = since_epoch.subsec_nanos().div_ceil(1_000_000);
+    let (secs_part, frac) = if millis {
+        if ms == 1000 {
+            secs += 1;
+            (secs, Some(0))
+        } else {
+            (secs, Some(ms))
+        }
+    } else {
+        (secs + u64::from(since_epoch.subsec_nanos() > 0), None)
+    };
+    let days = i64::try_from(secs_part / 86_400).unwrap_or(0);
+    let rest = secs_part % 86_400;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (h, m, s) = (rest / 3600, rest / 60 % 60, rest % 60);
+    match frac {
+        Some(f) => format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{f:03}Z"),
+        None => format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}Z"),
+    }
+}
+
 /// Every request a server recorded, on its clock, and what it answered
 /// each (`A`, the vendor's kinds of answer), in the same order: a state
 /// holding one derefs to it.
