@@ -1,7 +1,9 @@
 //! Serving a vendor-like server's state over wiremock: the state judges
 //! each request at instants it is given ([`Judge`]), so its rules are
 //! tested at fixed times with no socket; [`JudgedServer`] reads the
-//! clocks, asks it, and sends its [`Reply`].
+//! clocks, asks it, and sends its [`Reply`]. [`Answered`] is the log a
+//! state keeps of what it answered each request; [`rfc3339`], the wall
+//! clock as a reset header writes it.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
