@@ -43,7 +43,8 @@ mod server;
 #[path = "vendors/verdict.rs"]
 mod verdict;
 
-use server::anthropic::{AnthropicConfig, AnthropicServer, AnthropicState, Message, messages};
+use server::anthropic::{AnthropicConfig, AnthropicState, Message, messages};
+use server::wire::JudgedServer;
 use verdict::{Tally, Verdict, secs};
 
 /// A minute, scaled down.
@@ -61,9 +62,9 @@ const SLACK: f64 = 1.25;
 #[tokio::main]
 async fn main() -> ExitCode {
     let limits = AnthropicConfig::new(MINUTE, 1_000, 80_000, 16_000);
-    let anthropic = AnthropicServer::start(limits).await;
+    let anthropic = JudgedServer::start(AnthropicState::new(limits)).await;
     // Against Anthropic: "https://api.anthropic.com/v1/messages".
-    let url = anthropic.url.clone();
+    let url = format!("{}{}", anthropic.uri, server::anthropic::MESSAGES);
 
     // The whole setup: Anthropic's preset, the rest of the policy default.
     // The limits are not configured: the answers state them. `no_proxy`

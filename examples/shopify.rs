@@ -41,7 +41,8 @@ mod server;
 #[path = "vendors/verdict.rs"]
 mod verdict;
 
-use server::shopify::{ShopifyAnswer, ShopifyConfig, ShopifyServer, ShopifyState};
+use server::shopify::{ShopifyAnswer, ShopifyConfig, ShopifyState};
+use server::wire::JudgedServer;
 use verdict::{Tally, Verdict, secs};
 
 /// Products read: the bucket's 40 at once, then five seconds of its leak.
@@ -57,7 +58,7 @@ const SLACK: f64 = 1.25;
 async fn main() -> ExitCode {
     // The standard plan, scaled ten times: leaks 20 a second, `Retry-After: 0.2`.
     let config = ShopifyConfig::standard_scaled(10, "0.2");
-    let store = ShopifyServer::start(config).await;
+    let store = JudgedServer::start(ShopifyState::new(config)).await;
     // Against Shopify: "https://{shop}.myshopify.com".
     let api = store.uri.clone();
 

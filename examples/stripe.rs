@@ -42,8 +42,9 @@ mod server;
 #[path = "vendors/verdict.rs"]
 mod verdict;
 
-use server::stripe::{StripeAnswer, StripeConfig, StripeServer, StripeState, customer_path};
+use server::stripe::{StripeAnswer, StripeConfig, StripeState, customer_path};
 use server::vendor_loads::stripe::{IN_FLIGHT, LOCK, RATE, body, customers, follow_ups, ideal};
+use server::wire::JudgedServer;
 use verdict::{Tally, Verdict, secs};
 
 /// Updates the job sends: 100 customers in turn, about 7% of them a
@@ -65,7 +66,7 @@ async fn main() -> ExitCode {
         refused: Some(CLOSED),
         ..StripeConfig::test_mode(LOCK)
     };
-    let stripe = StripeServer::start(config).await;
+    let stripe = JudgedServer::start(StripeState::new(config)).await;
     // Against Stripe: "https://api.stripe.com".
     let api = stripe.uri.clone();
 

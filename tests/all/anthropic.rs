@@ -19,7 +19,8 @@ use futures_util::StreamExt;
 use reqwest_backpressure::{Cost, IdempotencyKey, Policy, Quota};
 
 use crate::common::client;
-use crate::server::anthropic::{AnthropicConfig, AnthropicServer, AnthropicState, messages};
+use crate::server::anthropic::{AnthropicConfig, AnthropicState, MESSAGES, messages};
+use crate::server::wire::JudgedServer;
 
 const MINUTE: Duration = Duration::from_secs(6);
 const N: usize = 300;
@@ -43,7 +44,7 @@ enum Declares {
 /// Sends the batch to a server of `c`; each task's status (0: an
 /// error) and what the server counted.
 async fn batch_to(c: AnthropicConfig, declares: Declares) -> (Vec<u16>, AnthropicState) {
-    let server = AnthropicServer::start(c).await;
+    let server = JudgedServer::start(AnthropicState::new(c)).await;
     let mut policy = Policy::anthropic();
     if declares == Declares::Quotas {
         policy = policy
@@ -59,7 +60,7 @@ async fn batch_to(c: AnthropicConfig, declares: Declares) -> (Vec<u16>, Anthropi
     let client = client(policy);
     let statuses = futures_util::stream::iter(messages(0x5eed_a17c, N).into_iter().enumerate())
         .map(|(i, m)| {
-            let (client, url) = (client.clone(), server.url.clone());
+            let (client, url) = (client.clone(), format!("{}{MESSAGES}", server.uri));
             async move {
                 let mut request = client
                     .post(url)

@@ -25,8 +25,9 @@ use reqwest_backpressure::{Policy, RateLimitHeaders, RetryAfterMiddleware, Retry
 use reqwest_middleware::{ClientBuilder, ClientWithMiddleware};
 
 use crate::common::http_client;
-use crate::server::shopify::{ShopifyAnswer, ShopifyConfig, ShopifyServer, ShopifyState};
+use crate::server::shopify::{ShopifyAnswer, ShopifyConfig, ShopifyState};
 use crate::server::tap::{Heard, Tap};
+use crate::server::wire::JudgedServer;
 
 mod hold;
 mod retry_after;
@@ -64,7 +65,7 @@ async fn read_all(
     policy: Policy,
     calls: usize,
 ) -> (Vec<(u16, Option<&'static str>)>, ShopifyState, Tap) {
-    let server = ShopifyServer::start(config).await;
+    let server = JudgedServer::start(ShopifyState::new(config)).await;
     let tap = Tap::default();
     let client = client(policy, &tap);
     let answers = futures_util::stream::iter(0..calls)

@@ -30,16 +30,17 @@ use futures_util::StreamExt;
 use reqwest_backpressure::{IdempotencyKey, Policy, Quota};
 
 use crate::common::client;
-use crate::server::stripe::{StripeAnswer, StripeConfig, StripeServer, StripeState, customer_path};
+use crate::server::stripe::{StripeAnswer, StripeConfig, StripeState, customer_path};
 use crate::server::vendor_loads::stripe::{
     IN_FLIGHT, LOCK, RATE, UPDATES, body, customers, follow_ups, ideal,
 };
+use crate::server::wire::JudgedServer;
 
 /// Runs the updates against a fresh server, with the documented quota
 /// declared or not: each update's status (0: an error) and what the
 /// server saw.
 async fn sync(declared: bool) -> (Vec<u16>, StripeState) {
-    let server = StripeServer::start(StripeConfig::test_mode(LOCK)).await;
+    let server = JudgedServer::start(StripeState::new(StripeConfig::test_mode(LOCK))).await;
     let mut policy = Policy::default();
     if declared {
         policy = policy.quota(&server.uri, Quota::per_second(RATE));

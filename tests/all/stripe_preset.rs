@@ -18,8 +18,9 @@ use futures_util::StreamExt;
 use reqwest_backpressure::{IdempotencyKey, Policy, Quota};
 
 use crate::common::{client, report, stop_code};
-use crate::server::stripe::{StripeAnswer, StripeConfig, StripeServer, StripeState, customer_path};
+use crate::server::stripe::{StripeAnswer, StripeConfig, StripeState, customer_path};
 use crate::server::vendor_loads::stripe::{IN_FLIGHT, LOCK, RATE, UPDATES, body, customers, ideal};
+use crate::server::wire::JudgedServer;
 
 /// The preset with test mode's rate, as its documentation says to declare
 /// it.
@@ -43,7 +44,7 @@ async fn sync(
     config: StripeConfig,
     customers: &[String],
 ) -> (Vec<Ended>, StripeState) {
-    let server = StripeServer::start(config).await;
+    let server = JudgedServer::start(StripeState::new(config)).await;
     let client = client(policy(&server.uri));
     let ended = futures_util::stream::iter(customers.iter().enumerate())
         .map(|(i, customer)| {

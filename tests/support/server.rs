@@ -89,10 +89,22 @@ impl Arrivals {
     /// Records a request to `path` with this `Idempotency-Key`, arriving now
     /// on tokio's clock; returns how many requests to `path` came before it.
     pub fn push(&self, path: &str, idempotency_key: Option<String>) -> usize {
+        self.push_at(tokio::time::Instant::now(), path, idempotency_key)
+    }
+
+    /// Records a request to `path` with this `Idempotency-Key`, arriving at
+    /// `at` (a server judging at given instants); returns how many requests
+    /// to `path` came before it.
+    pub fn push_at(
+        &self,
+        at: impl Into<tokio::time::Instant>,
+        path: &str,
+        idempotency_key: Option<String>,
+    ) -> usize {
         let mut all = lock(&self.0);
         let before = all.iter().filter(|a| a.path == path).count();
         all.push(Arrival {
-            at: tokio::time::Instant::now(),
+            at: at.into(),
             path: path.to_owned(),
             idempotency_key,
             not_before: None,

@@ -12,10 +12,11 @@ use reqwest_backpressure::{IdempotencyKey, Policy, Quota};
 use super::{Columns, Figure, VendorRow, all_through, none, within};
 use crate::config::ClientKind;
 use crate::harness::run_requests;
-use crate::server::stripe::{StripeAnswer, StripeConfig, StripeServer, customer_path};
+use crate::server::stripe::{StripeAnswer, StripeConfig, StripeState, customer_path};
 use crate::server::vendor_loads::stripe::{
     IN_FLIGHT, LOCK, RATE, UPDATES, body, customers, follow_ups, ideal,
 };
+use crate::server::wire::JudgedServer;
 
 /// The table's heading and columns.
 pub(super) fn columns() -> Columns {
@@ -38,7 +39,7 @@ pub(super) fn columns() -> Columns {
 
 /// One row: `kind`'s client against a fresh server.
 pub(super) async fn row(kind: ClientKind, limit: Duration) -> VendorRow {
-    let server = StripeServer::start(StripeConfig::test_mode(LOCK)).await;
+    let server = JudgedServer::start(StripeState::new(StripeConfig::test_mode(LOCK))).await;
     let declared = Policy::default().quota(&server.uri, Quota::per_second(RATE));
     let client = kind.with_policy(declared, None);
     let uri = &server.uri;

@@ -50,6 +50,7 @@ fn send(
         method,
         path,
         task: Some(task),
+        headers: &[],
     };
     s.judge(&seen, t0 + at, w0 + at)
 }

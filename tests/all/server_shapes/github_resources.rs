@@ -34,6 +34,7 @@ fn get(
         method: "GET",
         path,
         task: Some(task),
+        headers: &[],
     };
     s.judge(&seen, t0 + at, w0 + at)
 }
@@ -136,6 +137,7 @@ fn the_secondary_limit_counts_points_of_every_arrival_and_spends_no_quota() {
         method: "POST",
         path: "/repos/o/r/issues",
         task: Some(7),
+        headers: &[],
     };
     assert_eq!(
         s.judge(&post, clocks.0 + secs(5), clocks.1 + secs(5))

@@ -4,14 +4,18 @@
 //! (`silent`: judged at fixed instants; `silent_wire`: over HTTP with a bare
 //! reqwest client, every time the server's own); the GitHub-like server
 //! (`github`); the vendor servers of many limits per origin, judged at
-//! fixed instants (`github_resources`, `discord`, `partitions`).
+//! fixed instants (`github_resources`, `discord`, `partitions`), and the
+//! vendors of buckets and locks (`anthropic`, `shopify`, `stripe`).
 
+mod anthropic;
 mod discord;
 mod github;
 mod github_resources;
 mod partitions;
+mod shopify;
 mod silent;
 mod silent_wire;
+mod stripe;
 
 use std::time::{Duration, Instant};
 

@@ -29,6 +29,7 @@ fn get(s: &mut PartitionsState, t0: Instant, at: u64, path: &str, task: u32) -> 
         method: "GET",
         path,
         task: Some(task),
+        headers: &[],
     };
     s.judge(&seen, t0 + ms(at), Duration::ZERO)
 }

@@ -31,16 +31,12 @@
 //! task's last `429` named (premature).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use wiremock::matchers::{method, path};
-use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+use super::wire::{Judge, Reply, Seen, rfc3339};
 
-use super::wire::{Reply, wall_now};
-use super::{lock, task_of};
-
-/// The one path the server answers (`POST`).
+/// The one path the server answers (`POST`; another request: `404`, not
+/// logged).
 pub const MESSAGES: &str = "/v1/messages";
 
 /// What one message asks: input tokens, `max_tokens`, and the output it
@@ -220,7 +216,8 @@ pub struct AnthropicArrival {
     pub premature: bool,
 }
 
-/// What the server counted.
+/// What the server counted. Served with
+/// [`JudgedServer`](super::wire::JudgedServer) at `POST` [`MESSAGES`].
 #[derive(Debug, Clone)]
 pub struct AnthropicState {
     pub config: AnthropicConfig,
@@ -234,46 +231,37 @@ pub struct AnthropicState {
     told: HashMap<u32, Instant>,
 }
 
+/// Each bucket's `limit`, `remaining` and `reset` headers: requests,
+/// input tokens, output tokens, and the tightest token bucket.
+const HEADERS: [[&str; 3]; 4] = [
+    [
+        "anthropic-ratelimit-requests-limit",
+        "anthropic-ratelimit-requests-remaining",
+        "anthropic-ratelimit-requests-reset",
+    ],
+    [
+        "anthropic-ratelimit-input-tokens-limit",
+        "anthropic-ratelimit-input-tokens-remaining",
+        "anthropic-ratelimit-input-tokens-reset",
+    ],
+    [
+        "anthropic-ratelimit-output-tokens-limit",
+        "anthropic-ratelimit-output-tokens-remaining",
+        "anthropic-ratelimit-output-tokens-reset",
+    ],
+    [
+        "anthropic-ratelimit-tokens-limit",
+        "anthropic-ratelimit-tokens-remaining",
+        "anthropic-ratelimit-tokens-reset",
+    ],
+];
+
 /// `n` rounded to the nearest multiple of `step`.
 fn nearest(n: u64, step: u64) -> u64 {
     if step <= 1 {
         return n;
     }
     (n + step / 2) / step * step
-}
-
-/// `since_epoch` (the Unix epoch) as RFC 3339 UTC, with milliseconds or in
-/// whole seconds rounded up.
-pub fn rfc3339(since_epoch: Duration, millis: bool) -> String {
-    let mut secs = since_epoch.as_secs();
-    let ms = since_epoch.subsec_nanos().div_ceil(1_000_000);
-    let (secs_part, frac) = if millis {
-        if ms == 1000 {
-            secs += 1;
-            (secs, Some(0))
-        } else {
-            (secs, Some(ms))
-        }
-    } else {
-        (secs + u64::from(since_epoch.subsec_nanos() > 0), None)
-    };
-    let days = i64::try_from(secs_part / 86_400).unwrap_or(0);
-    let rest = secs_part % 86_400;
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let (h, m, s) = (rest / 3600, rest / 60 % 60, rest % 60);
-    match frac {
-        Some(f) => format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{f:03}Z"),
-        None => format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}Z"),
-    }
 }
 
 impl AnthropicState {
@@ -291,7 +279,7 @@ impl AnthropicState {
 
     /// Judges message `m` of `task` arriving at `now` (`wall`: the same
     /// instant since the Unix epoch).
-    pub fn judge(&mut self, task: Option<u32>, m: Message, now: Instant, wall: Duration) -> Reply {
+    fn answer(&mut self, task: Option<u32>, m: Message, now: Instant, wall: Duration) -> Reply {
         let epoch = *self.epoch.get_or_insert(now);
         let attempt = match task {
             Some(id) => {
@@ -334,40 +322,15 @@ impl AnthropicState {
         let c = self.config;
         let b = self.buckets;
         let reset = |bucket: &Bucket| rfc3339(wall + (bucket.full_at(now) - now), c.reset_millis);
-        let mut limits = vec![
-            ("requests", b.requests, 1),
-            ("input-tokens", b.input, c.round),
-            ("output-tokens", b.output, c.round),
-        ];
         let tightest = if b.input.level(now) <= b.output.level(now) {
             b.input
         } else {
             b.output
         };
-        limits.push(("tokens", tightest, c.round));
-        for (name, bucket, round) in limits {
-            let (limit, remaining, reset_at) = match name {
-                "requests" => (
-                    "anthropic-ratelimit-requests-limit",
-                    "anthropic-ratelimit-requests-remaining",
-                    "anthropic-ratelimit-requests-reset",
-                ),
-                "input-tokens" => (
-                    "anthropic-ratelimit-input-tokens-limit",
-                    "anthropic-ratelimit-input-tokens-remaining",
-                    "anthropic-ratelimit-input-tokens-reset",
-                ),
-                "output-tokens" => (
-                    "anthropic-ratelimit-output-tokens-limit",
-                    "anthropic-ratelimit-output-tokens-remaining",
-                    "anthropic-ratelimit-output-tokens-reset",
-                ),
-                _ => (
-                    "anthropic-ratelimit-tokens-limit",
-                    "anthropic-ratelimit-tokens-remaining",
-                    "anthropic-ratelimit-tokens-reset",
-                ),
-            };
+        let limits = [(b.requests, 1), (b.input, c.round), (b.output, c.round)];
+        for ((bucket, round), [limit, remaining, reset_at]) in
+            limits.into_iter().chain([(tightest, c.round)]).zip(HEADERS)
+        {
             reply = reply
                 .header(limit, bucket.limit)
                 .header(remaining, nearest(bucket.level(now), round))
@@ -397,65 +360,26 @@ impl AnthropicState {
     }
 }
 
-/// A header's whole number (absent or unreadable: 0).
-fn number(request: &Request, name: &str) -> u64 {
-    request
-        .headers
-        .get(name)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0)
-}
-
-struct Responder(Arc<Mutex<AnthropicState>>);
-
-impl Respond for Responder {
-    fn respond(&self, request: &Request) -> ResponseTemplate {
-        let max_tokens = number(request, "x-max-tokens");
-        let m = Message {
-            input: number(request, "x-input-tokens"),
-            max_tokens,
-            output: number(request, "x-output-tokens").min(max_tokens),
-        };
-        lock(&self.0)
-            .judge(task_of(request), m, Instant::now(), wall_now())
-            .template()
-    }
-}
-
-/// An [`AnthropicState`] served on a fresh port at `POST` [`MESSAGES`].
-pub struct AnthropicServer {
-    mock: MockServer,
-    state: Arc<Mutex<AnthropicState>>,
-    /// The messages URL.
-    pub url: String,
-    /// The origin.
-    pub uri: String,
-}
-
-impl AnthropicServer {
-    pub async fn start(config: AnthropicConfig) -> Self {
-        let state = Arc::new(Mutex::new(AnthropicState::new(config)));
-        let mock = super::serve(
-            Mock::given(method("POST"))
-                .and(path(MESSAGES))
-                .respond_with(Responder(state.clone())),
-        )
-        .await;
-        let uri = mock.uri();
-        let url = format!("{uri}{MESSAGES}");
-        AnthropicServer {
-            mock,
-            state,
-            url,
-            uri,
+impl Judge for AnthropicState {
+    /// Judges a `POST` [`MESSAGES`]: the message its `x-input-tokens`,
+    /// `x-max-tokens` and `x-output-tokens` (at most `max_tokens`) say.
+    fn judge(&mut self, request: &Seen<'_>, now: Instant, wall: Duration) -> Reply {
+        if request.method != "POST" || request.path != MESSAGES {
+            return Reply::new(404);
         }
-    }
-
-    /// Stops the server and returns what it counted.
-    pub fn finish(self) -> AnthropicState {
-        let AnthropicServer { mock, state, .. } = self;
-        super::stop(mock);
-        lock(&state).clone()
+        // A header's whole number (absent or unreadable: 0).
+        let number = |name| {
+            request
+                .header(name)
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0)
+        };
+        let max_tokens = number("x-max-tokens");
+        let m = Message {
+            input: number("x-input-tokens"),
+            max_tokens,
+            output: number("x-output-tokens").min(max_tokens),
+        };
+        self.answer(request.task, m, now, wall)
     }
 }

@@ -24,18 +24,15 @@
 //!
 //! The time a `429` names is a throttle: the figures count the requests
 //! that arrive inside one ([`ShopifyState::inside_throttles`]). Every
-//! request is recorded in an [`Arrivals`] log on the server's clock, and
-//! what it was answered in [`ShopifyState::answers`], in the same order.
+//! request is recorded, on the server's clock, with what it was answered
+//! ([`Answered`]).
 
-use std::sync::{Arc, Mutex};
+use std::ops::Deref;
 use std::time::{Duration, Instant};
 
-use wiremock::matchers::method;
-use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+use super::wire::{Answered, Judge, Reply, Seen};
 
-use super::{Arrivals, lock};
-
-/// How a [`ShopifyServer`] limits.
+/// How a [`ShopifyState`] limits.
 #[derive(Debug, Clone, Copy)]
 pub struct ShopifyConfig {
     /// The bucket's size.
@@ -91,16 +88,15 @@ pub enum ShopifyAnswer {
     Throttled,
 }
 
-/// What the server saw and answered.
-#[derive(Debug, Clone, Default)]
+/// A store's bucket: what the server saw and answered. Served with
+/// [`JudgedServer`](super::wire::JudgedServer), it answers `GET` on any
+/// path (another method: `404`, not recorded).
+#[derive(Debug, Clone)]
 pub struct ShopifyState {
-    /// How it limits (`None` only in a `Default` state, which answers
-    /// `500`).
-    config: Option<ShopifyConfig>,
-    /// Every request, in order, on the server's clock.
-    pub arrivals: Arrivals,
-    /// What each of [`arrivals`](Self::arrivals) was answered.
-    pub answers: Vec<ShopifyAnswer>,
+    /// How it limits.
+    config: ShopifyConfig,
+    /// Every request and its answer.
+    answered: Answered<ShopifyAnswer>,
     /// The bucket's level, as of `leaked`.
     level: f64,
     /// When the bucket last leaked (`None`: no request yet).
@@ -108,16 +104,19 @@ pub struct ShopifyState {
 }
 
 impl ShopifyState {
-    fn new(config: ShopifyConfig) -> Self {
+    /// A store that saw nothing yet (its bucket at `config.level`).
+    pub fn new(config: ShopifyConfig) -> Self {
         ShopifyState {
-            config: Some(config),
+            config,
+            answered: Answered::default(),
             level: f64::from(config.level),
-            ..ShopifyState::default()
+            leaked: None,
         }
     }
 
-    /// Judges a request arriving `now`.
-    fn judge(&mut self, config: ShopifyConfig, now: Instant) -> ShopifyAnswer {
+    /// Leaks the bucket to `now`, then lets a request in or not.
+    fn admit(&mut self, now: Instant) -> ShopifyAnswer {
+        let config = self.config;
         if let Some(then) = self.leaked {
             let elapsed = now.saturating_duration_since(then).as_secs_f64();
             let other = elapsed * f64::from(config.other);
@@ -132,62 +131,15 @@ impl ShopifyState {
         ShopifyAnswer::Ok
     }
 
-    /// Records `request`, arriving now, and answers it.
-    fn answer(&mut self, request: &Request) -> ResponseTemplate {
-        let now = Instant::now();
-        let Some(config) = self.config else {
-            return ResponseTemplate::new(500);
-        };
-        self.arrivals.record(request);
-        let answer = self.judge(config, now);
-        self.answers.push(answer);
-        let used = (self.level.ceil() as u32).min(config.size);
-        let call_limit = format!("{used}/{}", config.size);
-        match answer {
-            ShopifyAnswer::Ok => ResponseTemplate::new(200)
-                .insert_header("x-shopify-shop-api-call-limit", call_limit.as_str())
-                .insert_header("content-type", "application/json")
-                .set_body_string(r#"{"products":[]}"#),
-            ShopifyAnswer::Throttled => ResponseTemplate::new(429)
-                .insert_header("x-shopify-shop-api-call-limit", call_limit.as_str())
-                .insert_header("retry-after", config.retry_after)
-                .insert_header("content-type", "application/json")
-                .set_body_string(
-                    r#"{"errors":"Exceeded 2 calls per second for api client. Reduce request rates to resume uninterrupted service."}"#,
-                ),
-        }
-    }
-
-    /// Each request's arrival since the first one, with its answer.
-    pub fn log(&self) -> Vec<(Duration, ShopifyAnswer)> {
-        let at = self.arrivals.all();
-        let Some(&first) = at.first() else {
-            return Vec::new();
-        };
-        at.iter()
-            .map(|&t| t.duration_since(first))
-            .zip(self.answers.iter().copied())
-            .collect()
-    }
-
-    /// How many requests got `answer`.
-    pub fn count(&self, answer: ShopifyAnswer) -> usize {
-        self.answers.iter().filter(|&&a| a == answer).count()
-    }
-
     /// From the first request to the last `200`, on the server's clock.
     pub fn last_ok(&self) -> Option<Duration> {
-        self.log()
-            .iter()
-            .rev()
-            .find(|(_, a)| *a == ShopifyAnswer::Ok)
-            .map(|(at, _)| *at)
+        self.last(ShopifyAnswer::Ok)
     }
 
     /// The throttles the `429`s named: from each one's arrival, for the
     /// time its `Retry-After` names.
     pub fn throttles(&self) -> Vec<(Duration, Duration)> {
-        let span = self.config.map_or(Duration::ZERO, |c| c.throttle());
+        let span = self.config.throttle();
         self.log()
             .into_iter()
             .filter(|(_, a)| *a == ShopifyAnswer::Throttled)
@@ -210,43 +162,33 @@ impl ShopifyState {
     }
 }
 
-/// Answers each request from the shared state.
-struct Responder(Arc<Mutex<ShopifyState>>);
+impl Deref for ShopifyState {
+    type Target = Answered<ShopifyAnswer>;
 
-impl Respond for Responder {
-    fn respond(&self, request: &Request) -> ResponseTemplate {
-        lock(&self.0).answer(request)
+    fn deref(&self) -> &Self::Target {
+        &self.answered
     }
 }
 
-/// A [`ShopifyState`] served on a fresh port (a new store's origin),
-/// answering `GET` on any path.
-pub struct ShopifyServer {
-    mock: MockServer,
-    state: Arc<Mutex<ShopifyState>>,
-    /// `scheme://host:port`, no trailing slash.
-    pub uri: String,
-}
-
-impl ShopifyServer {
-    /// A server limiting as `config` says, on a fresh port.
-    pub async fn start(config: ShopifyConfig) -> Self {
-        let state = Arc::new(Mutex::new(ShopifyState::new(config)));
-        let mock =
-            super::serve(Mock::given(method("GET")).respond_with(Responder(state.clone()))).await;
-        let uri = mock.uri();
-        ShopifyServer { mock, state, uri }
-    }
-
-    /// What the server saw so far.
-    pub fn state(&self) -> ShopifyState {
-        lock(&self.state).clone()
-    }
-
-    /// Stops the server and returns what it saw.
-    pub fn finish(self) -> ShopifyState {
-        let ShopifyServer { mock, state, .. } = self;
-        super::stop(mock);
-        lock(&state).clone()
+impl Judge for ShopifyState {
+    /// Records a `GET` arriving at `now` and answers it as the bucket
+    /// says.
+    fn judge(&mut self, request: &Seen<'_>, now: Instant, _wall: Duration) -> Reply {
+        if request.method != "GET" {
+            return Reply::new(404);
+        }
+        let answer = self.admit(now);
+        self.answered.record(request, now, answer);
+        let size = self.config.size;
+        let used = (self.level.ceil() as u32).min(size);
+        let reply = |status| {
+            Reply::new(status).header("x-shopify-shop-api-call-limit", format!("{used}/{size}"))
+        };
+        match answer {
+            ShopifyAnswer::Ok => reply(200).body(r#"{"products":[]}"#),
+            ShopifyAnswer::Throttled => reply(429)
+                .header("retry-after", self.config.retry_after)
+                .body(r#"{"errors":"Exceeded 2 calls per second for api client. Reduce request rates to resume uninterrupted service."}"#),
+        }
     }
 }

@@ -34,25 +34,21 @@
 //!   changes what a client does.
 //!
 //! A `200` carries the updated object (`{"id": …, "object": "customer"}`).
-//! Every request is recorded in an [`Arrivals`] log (its path and
-//! `Idempotency-Key`, on the server's clock), and what it was answered in
-//! [`StripeState::answers`], in the same order.
+//! Every request is recorded (its path and `Idempotency-Key`, on the
+//! server's clock) with what it was answered ([`Answered`]).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::ops::Deref;
 use std::time::{Duration, Instant};
 
-use wiremock::matchers::{method, path_regex};
-use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
-
-use super::{Arrivals, lock};
+use super::wire::{Answered, Judge, Reply, Seen};
 
 /// The path of an update of the customer `id`.
 pub fn customer_path(id: &str) -> String {
     format!("/v1/customers/{id}")
 }
 
-/// How a [`StripeServer`] limits.
+/// How a [`StripeState`] limits.
 #[derive(Debug, Clone, Copy)]
 pub struct StripeConfig {
     /// Requests a second, and the bucket's size (25: test mode).
@@ -92,16 +88,15 @@ pub enum StripeAnswer {
     Refused,
 }
 
-/// What the server saw and answered.
-#[derive(Debug, Clone, Default)]
+/// What the server saw and answered. Served with
+/// [`JudgedServer`](super::wire::JudgedServer), it answers `POST
+/// /v1/customers/<id>` (another request: `404`, not recorded).
+#[derive(Debug, Clone)]
 pub struct StripeState {
-    /// How it limits (`None` only in a `Default` state, which answers
-    /// `500`).
-    config: Option<StripeConfig>,
-    /// Every request, in order, on the server's clock.
-    pub arrivals: Arrivals,
-    /// What each of [`arrivals`](Self::arrivals) was answered.
-    pub answers: Vec<StripeAnswer>,
+    /// How it limits.
+    config: StripeConfig,
+    /// Every request and its answer.
+    answered: Answered<StripeAnswer>,
     /// Tokens left, as of `refilled`.
     tokens: f64,
     /// When the bucket was last refilled (`None`: no request yet).
@@ -114,17 +109,21 @@ pub struct StripeState {
 
 impl StripeState {
     /// A server that saw nothing yet: its bucket full.
-    fn new(config: StripeConfig) -> Self {
+    pub fn new(config: StripeConfig) -> Self {
         StripeState {
-            config: Some(config),
+            config,
+            answered: Answered::default(),
             tokens: f64::from(config.rate),
-            ..StripeState::default()
+            refilled: None,
+            locked: HashMap::new(),
+            first: None,
         }
     }
 
     /// Judges an update of `object` arriving `now`: the bucket first, then
     /// the object's lock.
-    fn judge(&mut self, config: StripeConfig, object: &str, now: Instant) -> StripeAnswer {
+    fn admit(&mut self, object: &str, now: Instant) -> StripeAnswer {
+        let config = self.config;
         let rate = f64::from(config.rate);
         if let Some(then) = self.refilled {
             let refill = now.saturating_duration_since(then).as_secs_f64() * rate;
@@ -157,73 +156,9 @@ impl StripeState {
         StripeAnswer::Updated
     }
 
-    /// Records `request`, arriving now, and answers it.
-    fn answer(&mut self, request: &Request) -> ResponseTemplate {
-        let now = Instant::now();
-        let Some(config) = self.config else {
-            return ResponseTemplate::new(500);
-        };
-        self.arrivals.record(request);
-        let object = request
-            .url
-            .path()
-            .rsplit('/')
-            .next()
-            .unwrap_or_default()
-            .to_owned();
-        let answer = self.judge(config, &object, now);
-        self.answers.push(answer);
-        let error = |code: &str, message: &str| {
-            ResponseTemplate::new(429)
-                .insert_header("content-type", "application/json")
-                .set_body_string(format!(
-                    r#"{{"error":{{"code":"{code}","message":"{message}","type":"invalid_request_error"}}}}"#
-                ))
-        };
-        match answer {
-            StripeAnswer::Updated => ResponseTemplate::new(200)
-                .insert_header("content-type", "application/json")
-                .set_body_string(format!(r#"{{"id":"{object}","object":"customer"}}"#)),
-            StripeAnswer::RateLimited => {
-                error("rate_limit", "Too many requests in a second: slow down.")
-            }
-            StripeAnswer::LockTimeout => error(
-                "lock_timeout",
-                "Another request is updating this object: retry it shortly.",
-            )
-            .insert_header("stripe-should-retry", "true"),
-            StripeAnswer::Refused => error(
-                "request_refused",
-                "This object cannot be updated now; do not retry.",
-            )
-            .insert_header("stripe-should-retry", "false"),
-        }
-    }
-
-    /// Each request's arrival since the first one, with its answer.
-    pub fn log(&self) -> Vec<(Duration, StripeAnswer)> {
-        let at = self.arrivals.all();
-        let Some(&first) = at.first() else {
-            return Vec::new();
-        };
-        at.iter()
-            .map(|&t| t.duration_since(first))
-            .zip(self.answers.iter().copied())
-            .collect()
-    }
-
-    /// How many requests got `answer`.
-    pub fn count(&self, answer: StripeAnswer) -> usize {
-        self.answers.iter().filter(|&&a| a == answer).count()
-    }
-
     /// From the first request to the last `200`, on the server's clock.
     pub fn last_update(&self) -> Option<Duration> {
-        self.log()
-            .iter()
-            .rev()
-            .find(|(_, a)| *a == StripeAnswer::Updated)
-            .map(|(at, _)| *at)
+        self.last(StripeAnswer::Updated)
     }
 
     /// Requests per whole second of the server's clock, counted from its
@@ -241,42 +176,47 @@ impl StripeState {
     }
 }
 
-/// Answers each request from the shared state.
-struct Responder(Arc<Mutex<StripeState>>);
+/// A `429` with Stripe's error `code` and `message`.
+fn error(code: &str, message: &str) -> Reply {
+    Reply::new(429).body(format!(
+        r#"{{"error":{{"code":"{code}","message":"{message}","type":"invalid_request_error"}}}}"#
+    ))
+}
 
-impl Respond for Responder {
-    fn respond(&self, request: &Request) -> ResponseTemplate {
-        lock(&self.0).answer(request)
+impl Deref for StripeState {
+    type Target = Answered<StripeAnswer>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.answered
     }
 }
 
-/// A [`StripeState`] served on a fresh port (a new origin), answering
-/// `POST /v1/customers/<id>`.
-pub struct StripeServer {
-    mock: MockServer,
-    state: Arc<Mutex<StripeState>>,
-    /// `scheme://host:port`, no trailing slash.
-    pub uri: String,
-}
-
-impl StripeServer {
-    /// A server limiting as `config` says, on a fresh port.
-    pub async fn start(config: StripeConfig) -> Self {
-        let state = Arc::new(Mutex::new(StripeState::new(config)));
-        let mock = super::serve(
-            Mock::given(method("POST"))
-                .and(path_regex(r"^/v1/customers/[^/]+$"))
-                .respond_with(Responder(state.clone())),
-        )
-        .await;
-        let uri = mock.uri();
-        StripeServer { mock, state, uri }
-    }
-
-    /// Stops the server and returns what it saw.
-    pub fn finish(self) -> StripeState {
-        let StripeServer { mock, state, .. } = self;
-        super::stop(mock);
-        lock(&state).clone()
+impl Judge for StripeState {
+    /// Records an update arriving at `now` and answers it.
+    fn judge(&mut self, request: &Seen<'_>, now: Instant, _wall: Duration) -> Reply {
+        let object = match request.path.strip_prefix("/v1/customers/") {
+            Some(id) if request.method == "POST" && !id.is_empty() && !id.contains('/') => id,
+            _ => return Reply::new(404),
+        };
+        let answer = self.admit(object, now);
+        self.answered.record(request, now, answer);
+        match answer {
+            StripeAnswer::Updated => {
+                Reply::new(200).body(format!(r#"{{"id":"{object}","object":"customer"}}"#))
+            }
+            StripeAnswer::RateLimited => {
+                error("rate_limit", "Too many requests in a second: slow down.")
+            }
+            StripeAnswer::LockTimeout => error(
+                "lock_timeout",
+                "Another request is updating this object: retry it shortly.",
+            )
+            .header("stripe-should-retry", "true"),
+            StripeAnswer::Refused => error(
+                "request_refused",
+                "This object cannot be updated now; do not retry.",
+            )
+            .header("stripe-should-retry", "false"),
+        }
     }
 }

@@ -1,7 +1,9 @@
 //! Serving a vendor-like server's state over wiremock: the state judges
 //! each request at instants it is given ([`Judge`]), so its rules are
 //! tested at fixed times with no socket; [`JudgedServer`] reads the
-//! clocks, asks it, and sends its [`Reply`].
+//! clocks, asks it, and sends its [`Reply`]. [`Answered`] is the log a
+//! state keeps of what it answered each request; [`rfc3339`], the wall
+//! clock as a reset header writes it.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -9,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use wiremock::matchers::any;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use super::{lock, task_of};
+use super::{Arrivals, lock, task_of};
 
 /// What a judge reads of a request.
 #[derive(Debug, Clone, Copy)]
@@ -18,6 +20,18 @@ pub struct Seen<'a> {
     pub path: &'a str,
     /// Its `x-task` header: the test's name for the task that sent it.
     pub task: Option<u32>,
+    /// Its headers, names in lower case, values lossy UTF-8.
+    pub headers: &'a [(&'a str, &'a str)],
+}
+
+impl Seen<'_> {
+    /// The value of header `name` (the first, by case-insensitive name).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| *v)
+    }
 }
 
 /// An answer: its status, headers in order, body, and how long after its
@@ -102,15 +116,116 @@ pub fn wall_now() -> Duration {
         .unwrap_or_default()
 }
 
+/// `since_epoch` (the Unix epoch) as RFC 3339 UTC, with milliseconds or in
+/// whole seconds rounded up.
+pub fn rfc3339(since_epoch: Duration, millis: bool) -> String {
+    let mut secs = since_epoch.as_secs();
+    let ms = since_epoch.subsec_nanos().div_ceil(1_000_000);
+    let (secs_part, frac) = if millis {
+        if ms == 1000 {
+            secs += 1;
+            (secs, Some(0))
+        } else {
+            (secs, Some(ms))
+        }
+    } else {
+        (secs + u64::from(since_epoch.subsec_nanos() > 0), None)
+    };
+    let days = i64::try_from(secs_part / 86_400).unwrap_or(0);
+    let rest = secs_part % 86_400;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (h, m, s) = (rest / 3600, rest / 60 % 60, rest % 60);
+    match frac {
+        Some(f) => format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{f:03}Z"),
+        None => format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}Z"),
+    }
+}
+
+/// Every request a server recorded, on its clock, and what it answered
+/// each (`A`, the vendor's kinds of answer), in the same order: a state
+/// holding one derefs to it.
+#[derive(Debug, Clone)]
+pub struct Answered<A> {
+    /// Every request, in order (its path and `Idempotency-Key`).
+    pub arrivals: Arrivals,
+    /// What each of [`arrivals`](Self::arrivals) was answered.
+    pub answers: Vec<A>,
+}
+
+impl<A> Default for Answered<A> {
+    fn default() -> Self {
+        Answered {
+            arrivals: Arrivals::default(),
+            answers: Vec::new(),
+        }
+    }
+}
+
+impl<A: Copy + PartialEq> Answered<A> {
+    /// Records `request`, arriving at `now`, answered `answer`.
+    pub fn record(&mut self, request: &Seen<'_>, now: Instant, answer: A) {
+        let key = request.header("idempotency-key").map(str::to_owned);
+        self.arrivals.push_at(now, request.path, key);
+        self.answers.push(answer);
+    }
+
+    /// Each request's arrival since the first one, with its answer.
+    pub fn log(&self) -> Vec<(Duration, A)> {
+        let at = self.arrivals.all();
+        let Some(&first) = at.first() else {
+            return Vec::new();
+        };
+        at.iter()
+            .map(|&t| t.duration_since(first))
+            .zip(self.answers.iter().copied())
+            .collect()
+    }
+
+    /// How many requests got `answer`.
+    pub fn count(&self, answer: A) -> usize {
+        self.answers.iter().filter(|&&a| a == answer).count()
+    }
+
+    /// From the first request to the last one answered `answer`.
+    pub fn last(&self, answer: A) -> Option<Duration> {
+        self.log()
+            .into_iter()
+            .rev()
+            .find(|(_, a)| *a == answer)
+            .map(|(at, _)| at)
+    }
+}
+
 /// Judges each request with the shared state (none once finished).
 struct Responder<S>(Arc<Mutex<Option<S>>>);
 
 impl<S: Judge> Respond for Responder<S> {
     fn respond(&self, request: &Request) -> ResponseTemplate {
+        let owned: Vec<(&str, String)> = request
+            .headers
+            .iter()
+            .map(|(n, v)| {
+                (
+                    n.as_str(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect();
+        let headers: Vec<(&str, &str)> = owned.iter().map(|(n, v)| (*n, v.as_str())).collect();
         let seen = Seen {
             method: request.method.as_str(),
             path: request.url.path(),
             task: task_of(request),
+            headers: &headers,
         };
         match lock(&self.0).as_mut() {
             Some(state) => state.judge(&seen, Instant::now(), wall_now()).template(),
