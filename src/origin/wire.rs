@@ -36,7 +36,7 @@ impl OriginState {
         let maybe =
             |t: Option<Duration>| t.map_or_else(|| "-".to_owned(), |t| nanos(t).to_string());
         format!(
-            "o18 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+            "o19 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
             nanos(gate.until),
             nanos(gate.span),
             nanos(gate.server_until),
@@ -125,6 +125,8 @@ impl OriginState {
             nanos(self.output.stated_at),
             u8::from(period.other_limit),
             period.before_pushback,
+            tokens.samples,
+            tokens.unanswered,
         )
     }
 
@@ -134,7 +136,7 @@ impl OriginState {
     pub fn decode(s: &str) -> Option<Self> {
         let f: Vec<&str> = s.split(' ').collect();
         let [
-            "o18",
+            "o19",
             gate,
             span,
             server,
@@ -215,6 +217,8 @@ impl OriginState {
             output_stated_at,
             other_limit,
             before_pushback,
+            tokens_samples,
+            tokens_unanswered,
         ] = f.as_slice()
         else {
             return None;
@@ -297,6 +301,8 @@ impl OriginState {
                 in_flight: tokens_in_flight.parse().ok()?,
                 in_flight_requests: tokens_in_flight_requests.parse().ok()?,
                 stated_at: time(tokens_stated_at)?,
+                samples: tokens_samples.parse().ok()?,
+                unanswered: tokens_unanswered.parse().ok()?,
             },
             output: Tokens {
                 quota: StatedQuota {
