@@ -46,8 +46,10 @@ pub enum Admission {
     /// header states) then holds this task too.
     FirstWave(Duration),
     /// The paced queue is booked further ahead than is worth reserving
-    /// while the pace is still rising (slow start): nothing is reserved;
-    /// come back after this long and ask again.
+    /// while the pace is still rising (slow start), or a quota in cost
+    /// units has too little left to call before the answers in flight
+    /// state it (a request declaring no [`Cost`](crate::Cost)): nothing is
+    /// reserved; come back after this long and ask again.
     QueueAhead(Duration),
     /// The origin cannot take the task within the latest time it accepts;
     /// nothing was reserved.
@@ -197,6 +199,7 @@ impl OriginState {
             Check::Held { wait, first: true } => return Admission::QuotaHeld(wait),
             Check::Held { wait, first: false } => return Admission::GateClosed(wait),
             Check::TooLate(wait) => return self.refuse(now, wait),
+            Check::Answers(wait) => return Admission::QueueAhead(wait),
             Check::Probe if !declares => return Admission::Reopened,
             Check::Probe => {
                 quota_probe = true;
@@ -210,8 +213,12 @@ impl OriginState {
         if let Some(declared) = cfg.declared_units {
             self.tokens.declared(now, declared);
         }
-        let cost = match self.tokens.check(now, within, cfg.max_gate, cost) {
+        let cost = match self
+            .tokens
+            .check(now, within, cfg.max_gate, cost, !declared_cost)
+        {
             Check::Free => 0,
+            Check::Answers(wait) => return Admission::QueueAhead(wait),
             Check::Spends | Check::Probe => cost,
             Check::Held { wait, first: true } => return Admission::QuotaHeld(wait),
             Check::Held { wait, first: false } => return Admission::GateClosed(wait),
@@ -219,9 +226,10 @@ impl OriginState {
         };
         let output = match self
             .output
-            .check(now, within, cfg.max_gate, cost_of.output())
+            .check(now, within, cfg.max_gate, cost_of.output(), false)
         {
             Check::Spends => cost_of.output(),
+            Check::Answers(wait) => return Admission::QueueAhead(wait),
             Check::Free | Check::Probe => 0,
             Check::Held { wait, first: true } => return Admission::QuotaHeld(wait),
             Check::Held { wait, first: false } => return Admission::GateClosed(wait),
@@ -383,8 +391,9 @@ impl OriginState {
         if reservation.quota {
             self.quota.refund(now);
         }
-        self.tokens.refund(now, reservation.cost);
-        self.output.refund(now, reservation.output);
+        self.tokens.refund(now, reservation.cost, reservation.slot);
+        self.output
+            .refund(now, reservation.output, reservation.slot);
         if reservation.queue == self.pace.queue {
             self.pace.release(now, reservation.slot);
         }

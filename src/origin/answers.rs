@@ -130,6 +130,12 @@ impl OriginState {
                 }
                 self.hold(cfg, now, answered, Some(answered.saturating_add(retry_in)));
             }
+            Outcome::CostStated { sent_ago, tokens } => {
+                // (A bucket's statement, the output tokens' among them, is
+                // left to its successes': see `Tokens::on_rejected`.)
+                let sent = answered.saturating_sub(sent_ago);
+                self.tokens.on_rejected(now, sent, tokens);
+            }
             Outcome::Exhausted {
                 reset_in,
                 limit,

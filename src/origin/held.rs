@@ -74,9 +74,9 @@ impl OriginState {
             self.quota.refund(now);
         }
         if self.tokens.quota.opened == spent.cost_opened {
-            self.tokens.refund(now, spent.cost);
+            self.tokens.refund(now, spent.cost, spent.cost_opened);
         }
-        self.output.refund(now, spent.output);
+        self.output.refund(now, spent.output, Duration::ZERO);
     }
 }
 

@@ -38,6 +38,7 @@ mod bucket;
 mod declared;
 mod first;
 mod gate;
+mod guessed;
 mod held;
 mod learn;
 mod pace;
@@ -107,6 +108,17 @@ pub enum Outcome {
         retry_in: Duration,
         /// Whether the answer's statement is this limit's own.
         stated_here: bool,
+    },
+    /// The origin rejected the request, and its headers stated what is
+    /// left of its quota in cost units (an LLM API's tokens `429`): the
+    /// statement is counted before the rejection (recorded next, as a
+    /// [`Pushback`](Self::Pushback)) is judged, so that a rejection the
+    /// cost quota explains teaches the pace in requests nothing.
+    CostStated {
+        /// How long before the answer its request left (zero: unknown).
+        sent_ago: Duration,
+        /// What the answer stated of the quota in cost units.
+        tokens: Statement,
     },
     /// The origin admitted the request, but its rate-limit headers say the
     /// quota is exhausted until `reset_in` from now: the gate closes until

@@ -117,6 +117,9 @@ pub(super) enum Check {
     /// Spent, but held as long as the gate would be: this task is the
     /// probe.
     Probe,
+    /// Not spent, but what is left is too close to call before the
+    /// answers in flight state it: ask again after this long.
+    Answers(Duration),
 }
 
 impl StatedQuota {

@@ -7,7 +7,8 @@
 //! A request's cost is its [`Cost`](crate::Cost) extension; without one,
 //! the mean cost per request learned from how the stated remaining falls
 //! between answers of one window (none learned yet: the request spends
-//! nothing, and only the server's answers hold the origin).
+//! nothing, and only the server's answers hold the origin), with headroom
+//! for the stray of costs not known (`guessed.rs`).
 //!
 //! A stated limit that is a bucket refilled continuously (Anthropic's) is
 //! kept in the same state and read as one (`bucket.rs`); an origin has a
@@ -26,6 +27,11 @@ pub(super) struct Tokens {
     pub(super) quota: StatedQuota,
     /// The mean cost per request learned (0: none yet).
     pub(super) mean: u64,
+    /// How many costs the mean was learned from (see `guessed.rs`).
+    pub(super) samples: u32,
+    /// Requests of the current window that spent the mean (none declared)
+    /// and are not yet answered (see `guessed.rs`).
+    pub(super) unanswered: u32,
     /// This window's statements: the highest and lowest remaining, and
     /// how many.
     pub(super) high: u64,
@@ -131,19 +137,25 @@ impl Tokens {
         }
     }
 
-    /// A task asks at `now` to spend `cost` and accepts to wait `within`.
-    /// A request costlier than a whole window goes when the window is
-    /// whole (it would never fit otherwise). A stated quota spent holds the
-    /// origin at most `max_gate` at a time, then one probe (a server's
-    /// reset is its word); a declared one until its window closes, with no
-    /// probe (it is the caller's own knowledge: a probe would spend again
-    /// and push the window's end out, so it would never renew).
+    /// A task asks at `now` to spend `cost` and accepts to wait `within`;
+    /// `guessed`: the cost is the mean learned, none declared, and leaves
+    /// only with headroom for the stray of the costs not yet counted (see
+    /// `guessed.rs`): short of it, the task asks again once answers in
+    /// flight may have told more, or with none in flight the window is
+    /// spent. Any request goes when the window is whole (one costlier than
+    /// it would never fit otherwise, one whose headroom exceeds it never
+    /// leave). A stated quota spent holds the origin at most `max_gate` at
+    /// a time, then one probe (a server's reset is its word); a declared
+    /// one until its window closes, with no probe (it is the caller's own
+    /// knowledge: a probe would spend again and push the window's end out,
+    /// so it would never renew).
     pub(super) fn check(
         &mut self,
         now: Duration,
         within: Within,
         max_gate: Duration,
         cost: u64,
+        guessed: bool,
     ) -> Check {
         if cost > 0 && self.refills() {
             return self.check_bucket(now, within, cost);
@@ -154,15 +166,28 @@ impl Tokens {
         if q.until != until {
             // A new window: its answers learn the mean afresh (the last
             // window's highest remaining is no part of this one's fall).
-            self.seen = 0;
+            self.renewed();
         }
+        let room = guessed && self.declared.is_zero() && !self.bucket;
+        let headroom = if room { self.headroom() } else { 0 };
         let q = &mut self.quota;
         if cost == 0 || q.until <= now {
             return Check::Free;
         }
-        if q.left >= cost || (q.limit > 0 && q.left >= q.limit) {
+        if q.limit > 0 && q.left >= q.limit {
+            // A whole window: no wait would make it fuller.
             return Check::Spends;
         }
+        if q.left >= cost {
+            if q.left - cost >= headroom {
+                return Check::Spends;
+            }
+            let wait = self.answers_poll(now);
+            if self.unanswered > 0 && wait <= within.server {
+                return Check::Answers(wait);
+            }
+        }
+        let q = &mut self.quota;
         if !self.declared.is_zero() {
             let wait = q.until.saturating_sub(now);
             if wait > within.declared {
@@ -229,6 +254,9 @@ impl Tokens {
         } else if cost > 0 || self.bucket || !self.declared.is_zero() {
             self.in_flight_requests = self.in_flight_requests.saturating_add(1);
         }
+        if !declared && cost > 0 && !self.bucket {
+            self.unanswered = self.unanswered.saturating_add(1);
+        }
         if self.refills() {
             self.settle(at);
             self.quota.left = self.quota.left.saturating_sub(cost);
@@ -241,13 +269,16 @@ impl Tokens {
         }
     }
 
-    /// `cost` spent by a task that did not send comes back (within the
-    /// window it was spent in).
-    pub(super) fn refund(&mut self, now: Duration, cost: u64) {
+    /// `cost` spent by a task that did not send, its slot at `slot`,
+    /// comes back (within the window it was spent in).
+    pub(super) fn refund(&mut self, now: Duration, cost: u64, slot: Duration) {
         if self.in_flight >= cost {
             self.in_flight -= cost;
         } else {
             self.in_flight_requests = self.in_flight_requests.saturating_sub(1);
+            if cost > 0 && slot >= self.quota.opened {
+                self.unanswered = self.unanswered.saturating_sub(1);
+            }
         }
         if self.refills() {
             self.settle(now);
@@ -265,15 +296,44 @@ impl Tokens {
     }
 
     /// Whether a rejection at `now` is the cost quota's: its size is known,
-    /// and what is left of its window is less than a request costs (on
-    /// average). The quota, which renews at its reset, then governs: the
-    /// rejection teaches the pace nothing.
+    /// and what is left of its window (the rejection's own statement
+    /// counted, see [`on_rejected`](Self::on_rejected)) is less than a
+    /// request that declares no cost needs to leave alone: the mean and
+    /// its stray (see `guessed.rs`; a rejected request may cost more
+    /// than the mean, and its rejection still be the window's). The
+    /// quota, which renews at its reset, then governs: the rejection
+    /// teaches the pace nothing.
     pub(super) fn explains_rejection(&self, now: Duration) -> bool {
         if self.refills() {
             return self.level(now) < self.mean.max(1);
         }
         let q = &self.quota;
-        q.renews() && q.until > now && q.left < self.mean.max(1)
+        q.renews() && q.until > now && q.left < self.needed_alone()
+    }
+
+    /// A rejection at `now`, of a request sent at `sent`, stated `st`:
+    /// its count is the server's, and binds as any answer's, and its
+    /// request is no longer out; but it spent nothing, so its count is no
+    /// fall the mean is learned from. (A bucket's is left to its
+    /// successes' statements.)
+    pub(super) fn on_rejected(&mut self, now: Duration, sent: Duration, st: Statement) {
+        if st.bucket || self.bucket {
+            return;
+        }
+        self.declared = Duration::ZERO;
+        if st.spent > 0 {
+            self.in_flight = self.in_flight.saturating_sub(st.spent);
+        } else {
+            self.in_flight_requests = self.in_flight_requests.saturating_sub(1);
+        }
+        let _ = self.answered(sent, st);
+        self.input_only = st.input_only;
+        let size = st.limit.filter(|&l| l > 0).map(|limit| Size {
+            limit,
+            window: None,
+        });
+        let until = now.saturating_add(st.reset_in);
+        let _ = self.quota.on_stated(now, sent, st.remaining, until, size);
     }
 
     /// An answer at `now`, to a request sent at `sent`, stated `st`: within
@@ -295,16 +355,17 @@ impl Tokens {
         let until = now.saturating_add(st.reset_in);
         let same = self.quota.until > now
             && until.abs_diff(self.quota.until) < super::tuning::TUNING.same_window;
+        let out = self.answered(sent, st);
         if sent >= self.quota.opened {
             if same && self.seen > 0 {
+                // The remaining fell by this much over this many answers
+                // (a mean learned from it where that is sound: see
+                // `guessed.rs`).
                 self.high = self.high.max(st.remaining);
                 self.low = self.low.min(st.remaining);
                 self.seen = self.seen.saturating_add(1);
-                // The remaining fell by this much over this many answers.
-                if self.high > self.low {
-                    self.mean = (self.high - self.low) / u64::from(self.seen - 1);
-                }
             } else {
+                self.learn_window();
                 (self.high, self.low, self.seen) = (st.remaining, st.remaining, 1);
                 if self.mean == 0
                     && let Some(limit) = st.limit
@@ -315,6 +376,7 @@ impl Tokens {
                     // window's requests back, never sends too many). The
                     // first contact's answer so paces the first burst.
                     self.mean = limit.saturating_sub(st.remaining);
+                    self.samples = u32::from(self.mean > 0);
                 }
             }
         }
@@ -323,5 +385,6 @@ impl Tokens {
             window: None,
         });
         let _ = self.quota.on_stated(now, sent, st.remaining, until, size);
+        self.on_guessed(sent, until, out);
     }
 }

@@ -126,6 +126,16 @@ pub(crate) struct Tuning {
     /// that start just after the first answer wait with the follow-ups,
     /// at least this long.
     pub(crate) wave_join: (Duration, Duration),
+    /// The stray of the costs of requests that declare none, as a share of
+    /// their mean (σ / mean): a request spending the mean leaves only
+    /// with room for this stray over the costs not yet counted (see
+    /// `guessed.rs`). An LLM's costs (prompt plus answer) stray by half
+    /// their mean and more; costs spread evenly from a quarter of the
+    /// mean to 1.75 times it stray by 0.43 of it. This is about 1.75 such
+    /// strays: a round of requests overshoots its window about once in
+    /// twenty-five. Not learned from the stated falls: answers that cross
+    /// in flight fall by several costs at once.
+    pub(crate) cost_spread: f64,
 }
 
 /// The tuning in force.
@@ -156,4 +166,5 @@ pub(crate) const TUNING: Tuning = Tuning {
     smooth_raise_factor: 1.02,
     first_poll: (Duration::from_millis(2), Duration::from_millis(50)),
     wave_join: (Duration::from_millis(2), Duration::from_millis(50)),
+    cost_spread: 0.75,
 };

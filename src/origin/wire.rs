@@ -36,7 +36,7 @@ impl OriginState {
         let maybe =
             |t: Option<Duration>| t.map_or_else(|| "-".to_owned(), |t| nanos(t).to_string());
         format!(
-            "o19 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
+            "o19 {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {} {}",
             nanos(gate.until),
             nanos(gate.span),
             nanos(gate.server_until),
@@ -129,6 +129,8 @@ impl OriginState {
             maybe(self.first.wave),
             self.first.out,
             self.first.heard,
+            tokens.samples,
+            tokens.unanswered,
         )
     }
 
@@ -223,6 +225,8 @@ impl OriginState {
             first_wave,
             first_out,
             first_heard,
+            tokens_samples,
+            tokens_unanswered,
         ] = f.as_slice()
         else {
             return None;
@@ -305,6 +309,8 @@ impl OriginState {
                 in_flight: tokens_in_flight.parse().ok()?,
                 in_flight_requests: tokens_in_flight_requests.parse().ok()?,
                 stated_at: time(tokens_stated_at)?,
+                samples: tokens_samples.parse().ok()?,
+                unanswered: tokens_unanswered.parse().ok()?,
             },
             output: Tokens {
                 quota: StatedQuota {

@@ -2,7 +2,7 @@
 //! retry) and for its origin's shared state.
 
 use std::borrow::Cow;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use reqwest::Response;
 use tokio::time::Instant;
@@ -23,7 +23,7 @@ use crate::store::steps;
 /// What [`Task::settle`] makes of an answer: its outcome and the scope its
 /// statement is of, or, for a pushback, its rate-limit headers and when it
 /// was received (boxed: the success path's result stays small).
-type Settled = Result<(Outcome, Option<String>), Box<(RateLimitHint, SystemTime)>>;
+type Settled = Result<(Outcome, Option<String>), Box<(RateLimitHint, SystemTime, Duration)>>;
 
 impl<S: Store> Task<'_, S> {
     /// Settles an answer that is not a pushback: the attempt is over, and
@@ -52,13 +52,41 @@ impl<S: Store> Task<'_, S> {
             return Err(Box::new((
                 rate_limit,
                 received_at.unwrap_or_else(crate::util::wall_now),
+                sent.elapsed(),
             )));
         }
         self.planner.finish(&mut self.state);
         // The limit its statement is of: a scope's, or the origin's.
         let scope = self.answered_scopes(response).statement;
         let (limit, window) = (rate_limit.limit(), rate_limit.window());
-        let tokens = rate_limit.tokens().and_then(|t| {
+        let tokens = self.cost_statement(&rate_limit);
+        let outcome = match (rate_limit.remaining(), rate_limit.reset()) {
+            (_, Some(reset_in)) if policy.proactive_gate && rate_limit.exhausted() => {
+                Outcome::Exhausted {
+                    reset_in,
+                    limit,
+                    window,
+                    sent_ago: sent.elapsed(),
+                    tokens,
+                }
+            }
+            (Some(remaining), Some(reset_in)) if policy.proactive_gate => Outcome::Quota {
+                remaining,
+                reset_in,
+                limit,
+                window,
+                sent_ago: sent.elapsed(),
+                tokens,
+            },
+            _ => Outcome::Admitted,
+        };
+        Ok((outcome, scope))
+    }
+
+    /// What an answer's headers state of the origin's quota in cost units
+    /// (an LLM API's tokens), with what this task declared of it.
+    fn cost_statement(&self, rate_limit: &RateLimitHint) -> Option<Statement> {
+        rate_limit.tokens().and_then(|t| {
             Some(Statement {
                 remaining: t.remaining(),
                 reset_in: t.reset()?,
@@ -81,28 +109,7 @@ impl<S: Store> Task<'_, S> {
                     })
                 }),
             })
-        });
-        let outcome = match (rate_limit.remaining(), rate_limit.reset()) {
-            (_, Some(reset_in)) if policy.proactive_gate && rate_limit.exhausted() => {
-                Outcome::Exhausted {
-                    reset_in,
-                    limit,
-                    window,
-                    sent_ago: sent.elapsed(),
-                    tokens,
-                }
-            }
-            (Some(remaining), Some(reset_in)) if policy.proactive_gate => Outcome::Quota {
-                remaining,
-                reset_in,
-                limit,
-                window,
-                sent_ago: sent.elapsed(),
-                tokens,
-            },
-            _ => Outcome::Admitted,
-        };
-        Ok((outcome, scope))
+        })
     }
 
     /// Which limits of the task's origin an answer speaks for (see
@@ -174,6 +181,7 @@ impl<S: Store> Task<'_, S> {
         response: Response,
         rate_limit: RateLimitHint,
         received_at: SystemTime,
+        sent_ago: Duration,
         attempt: u32,
         contract: Contract,
     ) -> Result<reqwest_middleware::Result<Response>, Instant> {
@@ -234,7 +242,15 @@ impl<S: Store> Task<'_, S> {
                 self.record(Cow::Borrowed(&*held), held_by(false)).await;
                 self.record(Cow::Owned(resource), held_by(true)).await;
             }
-            _ => self.record(Cow::Borrowed(&*held), outcome).await,
+            _ => {
+                // What it stated of a cost quota first: a rejection that
+                // quota explains is judged so.
+                if let Some(tokens) = self.cost_statement(&rate_limit) {
+                    let stated = Outcome::CostStated { sent_ago, tokens };
+                    self.record(Cow::Borrowed(&*held), stated).await;
+                }
+                self.record(Cow::Borrowed(&*held), outcome).await;
+            }
         }
         if self.planner.needs_budget(&pushback, &decision) {
             let budget = &policy.retry_budget;

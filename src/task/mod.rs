@@ -284,11 +284,12 @@ impl<'a, S: Store> Task<'a, S> {
                         }
                         Err(pushback) => pushback,
                     };
-                    let (rate_limit, received_at) = *pushback;
+                    let (rate_limit, received_at, sent_ago) = *pushback;
                     let pushed_back = Box::pin(self.pushed_back(
                         response,
                         rate_limit,
                         received_at,
+                        sent_ago,
                         attempt,
                         contract,
                     ));

@@ -71,7 +71,14 @@ fn without_a_declared_cost_the_mean_learned_from_the_remaining_stands_in() {
     for (i, left) in [1000, 920, 840].into_iter().enumerate() {
         o.observe(ON, ms(10 * i as u64), with_tokens(left, 1000, ms(1)));
     }
-    assert_eq!(admitted_costing(&mut o, ms(30), 20), 10);
+    // 840 pay for ten at 80, but a mean learned from two costs may be
+    // far off: six leave at once, the next asks again once answers are
+    // back (see `guessed.rs`).
+    assert_eq!(admitted_costing(&mut o, ms(30), 20), 6);
+    assert_eq!(
+        o.admit_costing(ON, ms(30), LONG, 0),
+        Admission::QueueAhead(ms(30))
+    );
 }
 
 fn admitted_costing(o: &mut OriginState, now: Duration, n: usize) -> usize {
@@ -132,12 +139,15 @@ fn the_first_answers_fall_from_a_whole_window_is_the_first_mean_cost() {
     let mut o = OriginState::new(ms(0));
     o.observe(ON, ms(5), with_tokens(915, 1000, ms(5)));
     assert_eq!(o.tokens.mean, 85);
-    // The burst behind it is held to what 915 tokens pay for at 85 each.
-    assert_eq!(admitted_costing(&mut o, ms(10), 20), 10);
-    // Later answers of the window correct it from how the remaining falls.
-    for (i, left) in [835, 755, 675].into_iter().enumerate() {
+    // The burst behind it is held to what 915 tokens pay for at 85 each,
+    // less the stray of costs guessed from one: five leave.
+    assert_eq!(admitted_costing(&mut o, ms(10), 20), 5);
+    // Their answers, all back, correct it from how the remaining falls.
+    for (i, left) in [835, 755, 675, 595].into_iter().enumerate() {
         o.observe(ON, ms(20 + 10 * i as u64), with_tokens(left, 1000, ms(1)));
     }
+    assert_eq!(o.tokens.mean, 85);
+    o.observe(ON, ms(60), with_tokens(515, 1000, ms(1)));
     assert_eq!(o.tokens.mean, 80);
 }
 
@@ -171,9 +181,10 @@ fn a_rejection_the_token_quota_explains_teaches_no_pace_in_requests() {
     assert_eq!(o.gate_in(ms(50)), Some(ms(950)));
     assert_eq!(o.admit_costing(ON, ms(1000), LONG, 0), Admission::Reopened);
     assert_eq!(o.rate(), 0.0, "{:?}", o.pace.mode);
-    // The rest of the renewed window leaves at once: 1000 / 80 a request,
-    // the reopening's own one of them.
-    assert_eq!(admitted_costing(&mut o, ms(1000), 20), 11);
+    // The renewed window leaves at once, as far as the stray of its
+    // costs allows (see `guessed.rs`): nine of 1000 / 80, the reopening's
+    // own one of them.
+    assert_eq!(admitted_costing(&mut o, ms(1000), 20), 8);
     // Tokens to spare: the rejection is another limit's, and its pace is
     // learned from what got through.
     let mut o = tokens_spent_then_rejected(760);

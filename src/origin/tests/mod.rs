@@ -9,6 +9,7 @@ mod costs;
 mod declared;
 mod declared_binds;
 mod gate;
+mod guessed;
 mod instants;
 mod isolated;
 mod known;
