@@ -115,9 +115,19 @@ impl<S: std::fmt::Debug> std::fmt::Debug for Coalesced<S> {
 impl<S> Coalesced<S> {
     /// Whether a success is written at once rather than counted: this
     /// process's first answer of the origin (tasks elsewhere may be waiting
-    /// for it: the first contact), and a stated quota once per window
-    /// (every process then spends and renews the same quota).
+    /// for it: the first contact), a stated quota once per window (every
+    /// process then spends and renews the same quota), and every statement
+    /// of a quota in cost units (an LLM API's tokens): its count corrects
+    /// what admissions spent on costs they guessed, and its request is no
+    /// longer out, so the window's rounds go on (a round trip per answer of
+    /// calls that take seconds).
     fn write_through(&self, origin: &str, outcome: Outcome) -> bool {
+        if let Outcome::Quota {
+            tokens: Some(_), ..
+        } = outcome
+        {
+            return true;
+        }
         let now = Instant::now();
         let mut written = lock(&self.shared.written);
         if written.len() > 1024 {
@@ -244,10 +254,10 @@ impl<S: Store + Clone> Store for Coalesced<S> {
         }
         if let Outcome::Admitted | Outcome::Quota { .. } = outcome {
             // Counted here; written within `FLUSH_EVERY`, or with this
-            // process's next write to the origin. A stated quota is not
-            // kept (a write per answer would cost a round trip per
-            // success); an exhausted one (`Exhausted`) is written all the
-            // same.
+            // process's next write to the origin. A stated quota in
+            // requests is not kept (a write per answer would cost a round
+            // trip per success); an exhausted one (`Exhausted`) is written
+            // all the same.
             self.count_success(origin, pacing);
             return Ok(None);
         }

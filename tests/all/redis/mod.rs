@@ -22,6 +22,7 @@ mod gate;
 mod keys;
 mod leases;
 mod limit_server;
+mod llm;
 mod local_key;
 mod local_state;
 mod multi_process;
