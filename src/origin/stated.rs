@@ -270,7 +270,7 @@ impl StatedQuota {
             self.left = self.left.min(remaining);
             self.until = self.until.min(until);
             self.stated_spent |= remaining == 0;
-        } else if until > self.until {
+        } else if until > self.until && !self.spent_until(now) {
             self.left = remaining;
             self.until = until;
             self.opened = sent;
@@ -278,6 +278,17 @@ impl StatedQuota {
             self.stated_spent = remaining == 0;
         }
         self.left == 0 && (left > 0 || !same_window)
+    }
+
+    /// Whether the server stated this window spent and its reset is still
+    /// to come at `now`: an answer naming a later reset then cannot reopen
+    /// it. Its request left before the spent answer was heard (nothing
+    /// leaves a spent window), so its count is older news, however late it
+    /// is applied (a shared store applies each answer after its own round
+    /// trip; a bucket names the next unit once spent, and the time it is
+    /// full while units remain).
+    fn spent_until(&self, now: Duration) -> bool {
+        self.stated_spent && self.left == 0 && self.until > now
     }
 
     /// Whether an answer to a request sent at `sent` that states `reset`

@@ -384,3 +384,33 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn a_window_stated_spent_is_not_reopened_by_an_older_answer_naming_a_later_reset() {
+    // A bucket's answers (simulation seed 116): one request's answer says
+    // the quota is spent until the next unit, 300 ms on; another, to a
+    // request sent at the same instant and applied after it, says one unit
+    // was left and the bucket is full in 6 s. It is older news: the window
+    // stays spent until the reset the first named.
+    let quota = |remaining, reset_in| Outcome::Quota {
+        remaining,
+        reset_in,
+        limit: None,
+        window: None,
+        sent_ago: ms(20),
+        tokens: None,
+    };
+    let mut o = OriginState::new(ms(0));
+    o.observe(ON, ms(100), quota(0, ms(300)));
+    assert_eq!(o.admit(ON, ms(110), LONG), Admission::QuotaHeld(ms(290)));
+    o.observe(ON, ms(120), quota(1, ms(6000)));
+    assert!(matches!(
+        o.admit(ON, ms(130), LONG),
+        Admission::QuotaHeld(d) | Admission::GateClosed(d) if d == ms(270)
+    ));
+    // From the reset on, requests go.
+    assert!(matches!(
+        o.admit(ON, ms(400), LONG),
+        Admission::Now | Admission::Reopened
+    ));
+}
