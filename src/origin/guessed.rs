@@ -32,12 +32,12 @@ use super::tuning::TUNING;
 impl Tokens {
     /// What a request spending the mean must leave of the window, at the
     /// least, for the stray of the costs not yet counted: its own and
-    /// those of the `n − 1` requests of the window still unanswered. The
+    /// those of the `unanswered` requests of the window still out. The
     /// sum of `n` costs strays from `n` true means by σ·√n, and `n` times
     /// a mean learned from `m` costs strays by n·σ/√m more; σ is taken as
     /// [`cost_spread`](super::tuning::Tuning::cost_spread) of the mean.
-    pub(super) fn headroom(&self) -> u64 {
-        let n = f64::from(self.unanswered.saturating_add(1));
+    pub(super) fn headroom(&self, unanswered: u32) -> u64 {
+        let n = f64::from(unanswered.saturating_add(1));
         let m = f64::from(self.samples.max(1));
         let spread = TUNING.cost_spread * self.mean as f64;
         // A u64 of a float: saturating (`as` clamps), rounded down.
@@ -48,11 +48,7 @@ impl Tokens {
     /// leave alone (none unanswered): less, and a rejection is the cost
     /// quota's ([`explains_rejection`](Self::explains_rejection)).
     pub(super) fn needed_alone(&self) -> u64 {
-        let alone = Tokens {
-            unanswered: 0,
-            ..*self
-        };
-        self.mean.saturating_add(alone.headroom()).max(1)
+        self.mean.saturating_add(self.headroom(0)).max(1)
     }
 
     /// How long a task that the headroom holds waits before it asks

@@ -169,7 +169,11 @@ impl Tokens {
             self.renewed();
         }
         let room = guessed && self.declared.is_zero() && !self.bucket;
-        let headroom = if room { self.headroom() } else { 0 };
+        let headroom = if room {
+            self.headroom(self.unanswered)
+        } else {
+            0
+        };
         let q = &mut self.quota;
         if cost == 0 || q.until <= now {
             return Check::Free;
@@ -320,19 +324,32 @@ impl Tokens {
         if st.bucket || self.bucket {
             return;
         }
+        self.heard(st);
+        let _ = self.answered(sent, st);
+        let until = now.saturating_add(st.reset_in);
+        self.count(now, sent, st, until);
+    }
+
+    /// An answer stating `st` is in: its request is no longer in flight,
+    /// and a declared window gives way to the server's statement.
+    fn heard(&mut self, st: Statement) {
         self.declared = Duration::ZERO;
         if st.spent > 0 {
             self.in_flight = self.in_flight.saturating_sub(st.spent);
         } else {
             self.in_flight_requests = self.in_flight_requests.saturating_sub(1);
         }
-        let _ = self.answered(sent, st);
         self.input_only = st.input_only;
+    }
+
+    /// The count `st` states, to a request sent at `sent`, of the window
+    /// that resets at `until`: the smaller binds within a window, a later
+    /// window's governs from its reset (see [`StatedQuota::on_stated`]).
+    fn count(&mut self, now: Duration, sent: Duration, st: Statement, until: Duration) {
         let size = st.limit.filter(|&l| l > 0).map(|limit| Size {
             limit,
             window: None,
         });
-        let until = now.saturating_add(st.reset_in);
         let _ = self.quota.on_stated(now, sent, st.remaining, until, size);
     }
 
@@ -340,13 +357,7 @@ impl Tokens {
     /// the current window the smaller count binds; from its reset on the
     /// server's statement governs (over a declaration).
     pub(super) fn on_stated(&mut self, now: Duration, sent: Duration, st: Statement) {
-        self.declared = Duration::ZERO;
-        if st.spent > 0 {
-            self.in_flight = self.in_flight.saturating_sub(st.spent);
-        } else {
-            self.in_flight_requests = self.in_flight_requests.saturating_sub(1);
-        }
-        self.input_only = st.input_only;
+        self.heard(st);
         self.bucket = st.bucket;
         if let (true, Some(limit)) = (st.bucket, st.limit.filter(|&l| l > 0)) {
             self.on_bucket(now, st, limit);
@@ -380,11 +391,7 @@ impl Tokens {
                 }
             }
         }
-        let size = st.limit.filter(|&l| l > 0).map(|limit| Size {
-            limit,
-            window: None,
-        });
-        let _ = self.quota.on_stated(now, sent, st.remaining, until, size);
+        self.count(now, sent, st, until);
         self.on_guessed(sent, until, out);
     }
 }
